@@ -1,0 +1,92 @@
+package airlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/airlockhq/airlock/protocol"
+)
+
+// Limits bound one sandbox. Every one is enforced outside the sandbox (by
+// the host kernel, runsc or the VMM); the agent inside only cooperates.
+type Limits struct {
+	CPUs        float64       `json:"cpus"`
+	MemoryBytes int64         `json:"memory_bytes"`
+	DiskBytes   int64         `json:"disk_bytes"`
+	Pids        int64         `json:"pids"`
+	Timeout     time.Duration `json:"timeout"`
+	OutputBytes int64         `json:"output_bytes"` // per stream
+}
+
+// DefaultLimits are the limits of a one-shot execution unless the operator
+// config says otherwise.
+var DefaultLimits = Limits{
+	CPUs:        1,
+	MemoryBytes: 512 << 20,
+	DiskBytes:   500 * 1000 * 1000,
+	Pids:        256,
+	Timeout:     30 * time.Second,
+	OutputBytes: 1 << 20,
+}
+
+// SandboxSpec says what sandbox to create.
+type SandboxSpec struct {
+	ID     string // unique, chosen by the caller; safe as a file name
+	Image  *Image
+	Limits Limits
+	// Labels are kept with the sandbox so the reconciler can tell whose it
+	// was after a crash (for example the execution ID).
+	Labels map[string]string
+}
+
+// Capabilities describes what a backend can do; the manager consults it
+// instead of switching on backend names.
+type Capabilities struct {
+	Snapshot           bool
+	Pause              bool
+	HardwareIsolation  bool
+	NetworkModes       []string
+	RequiresRoot       bool
+	SeparateKernel     bool // the sandbox does not share the host kernel's syscall surface
+}
+
+// Backend creates sandboxes. gvisor implements it today.
+type Backend interface {
+	Name() string
+	Capabilities() Capabilities
+	// Create makes and starts a sandbox and returns once its agent has
+	// answered. On error nothing of the sandbox is left behind.
+	Create(ctx context.Context, spec SandboxSpec) (Sandbox, error)
+	// Reconcile ends every sandbox of this backend that no live Sandbox
+	// value owns: those a crashed server left. It returns their IDs.
+	Reconcile(ctx context.Context) ([]string, error)
+}
+
+// Sandbox is one running sandbox. It is never reused: after Destroy it is
+// gone with everything it held.
+type Sandbox interface {
+	ID() string
+	// Agent is the connection to the agent inside the sandbox. Everything
+	// it says is untrusted.
+	Agent() *protocol.Client
+	// WorkspaceDir is the host path of the sandbox's /workspace, readable
+	// by the host for artifact collection. Contents are hostile.
+	WorkspaceDir() string
+	// Stats reports resource use so far, read from outside the sandbox.
+	Stats(ctx context.Context) (Stats, error)
+	// Done is closed when the sandbox has exited on its own (for example
+	// killed by the OOM killer).
+	Done() <-chan struct{}
+	// Destroy kills everything in the sandbox and removes every host
+	// resource it held. It is safe to call more than once.
+	Destroy(ctx context.Context) error
+}
+
+// Stats is a sandbox's resource use, measured on the host.
+type Stats struct {
+	PeakMemoryBytes int64
+	MemoryBytes     int64
+	OOMKilled       bool
+	CPUTime         time.Duration
+	Pids            int64
+}

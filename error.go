@@ -1,0 +1,80 @@
+package airlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Each maps to one HTTP status and one stable problem type in
+// the httpapi package; the client maps them back.
+const (
+	ECONFLICT       = "conflict"
+	EINTERNAL       = "internal"
+	EINVALID        = "invalid"
+	ENOTFOUND       = "not_found"
+	EUNAUTHORIZED   = "unauthorized"
+	EFORBIDDEN      = "forbidden"
+	ETOOLARGE       = "too_large"
+	EUNAVAILABLE    = "unavailable"
+	ENOTIMPLEMENTED = "not_implemented"
+	ERATELIMITED    = "rate_limited"
+)
+
+// Error is the one domain error. Code is machine-readable; Message is safe
+// to show to the API client. Internal details go in the wrapped Err, which
+// is logged but never sent to a client.
+type Error struct {
+	Code    string
+	Type    string // optional finer problem type, e.g. "unknown-language"
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("airlock: %s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("airlock: %s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Problem returns an *Error with a finer problem type.
+func Problem(code, typ, format string, args ...any) *Error {
+	return &Error{Code: code, Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
+// for any other non-nil error, and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the client-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// Sentinel errors used across packages; wrap them with %w.
+var (
+	ErrNotFound      = &Error{Code: ENOTFOUND, Message: "not found"}
+	ErrUnauthorized  = &Error{Code: EUNAUTHORIZED, Type: "unauthorized", Message: "missing or invalid API key"}
+	ErrSandboxGone   = errors.New("sandbox is gone")
+	ErrAgentProtocol = errors.New("agent protocol violation")
+)

@@ -1,0 +1,101 @@
+package airlock
+
+import (
+	"context"
+	"time"
+)
+
+// Language is the language of a one-shot execution.
+type Language string
+
+const (
+	Python Language = "python"
+	Bash   Language = "bash"
+	Node   Language = "node"
+	SQL    Language = "sql"
+)
+
+// Languages lists the supported languages in a stable order.
+var Languages = []Language{Python, Bash, Node, SQL}
+
+// Valid reports whether l is a supported language.
+func (l Language) Valid() bool {
+	for _, x := range Languages {
+		if l == x {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxCodeBytes caps the code of one execution.
+const MaxCodeBytes = 1 << 20
+
+// ExecuteRequest is the body of POST /v1/execute.
+type ExecuteRequest struct {
+	Language     Language `json:"language"`
+	Code         string   `json:"code"`
+	TimeoutSec   int      `json:"timeout_sec,omitempty"`
+	AllowNetwork bool     `json:"allow_network,omitempty"`
+	Image        string   `json:"image,omitempty"`
+}
+
+// ExecutionStatus is where a recorded execution stands.
+type ExecutionStatus string
+
+const (
+	StatusRunning   ExecutionStatus = "running"
+	StatusCompleted ExecutionStatus = "completed"
+	StatusFailed    ExecutionStatus = "failed" // the service failed, not the user's code
+)
+
+// Execution is one run: what was asked, what came out, and how.
+type Execution struct {
+	ID                string          `json:"execution_id"`
+	TenantID          string          `json:"tenant_id"`
+	SessionID         string          `json:"session_id,omitempty"`
+	AgentID           string          `json:"agent_id,omitempty"`
+	Language          Language        `json:"language"`
+	Image             string          `json:"image"`
+	CodeSHA256        string          `json:"code_sha256"`
+	Status            ExecutionStatus `json:"status"`
+	ExitCode          int             `json:"exit_code"`
+	Stdout            string          `json:"stdout"`
+	Stderr            string          `json:"stderr"`
+	StdoutTruncated   bool            `json:"stdout_truncated"`
+	StderrTruncated   bool            `json:"stderr_truncated"`
+	DurationMS        int64           `json:"duration_ms"`
+	PeakMemoryMB      int64           `json:"peak_memory_mb"`
+	TimedOut          bool            `json:"timed_out"`
+	OOMKilled         bool            `json:"oom_killed"`
+	HadNetworkAttempt bool            `json:"had_network_attempt"`
+	Error             string          `json:"error,omitempty"` // set when Status is failed
+	Artifacts         []Artifact      `json:"artifacts"`
+	CreatedAt         time.Time       `json:"created_at"`
+	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+}
+
+// Artifact is a file the code created or changed in the workspace.
+type Artifact struct {
+	ID          string `json:"id"`
+	ExecutionID string `json:"-"`
+	TenantID    string `json:"-"`
+	Filename    string `json:"filename"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	SHA256      string `json:"sha256"`
+	URL         string `json:"url,omitempty"`
+}
+
+// ExecutionFilter selects a page of a tenant's executions, newest first.
+type ExecutionFilter struct {
+	TenantID string
+	Limit    int
+	Before   string // cursor: an execution ID; list those created before it
+}
+
+// Executor runs one-shot executions. The manager implements it; the HTTP
+// layer depends only on this.
+type Executor interface {
+	Execute(ctx context.Context, tenant *Tenant, agentID string, req ExecuteRequest) (*Execution, error)
+}

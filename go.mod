@@ -1,0 +1,22 @@
+module github.com/airlockhq/airlock
+
+go 1.26.8
+
+require (
+	github.com/oklog/ulid/v2 v2.1.1
+	github.com/opencontainers/runtime-spec v1.2.1
+	golang.org/x/sys v0.38.0
+	modernc.org/sqlite v1.40.0
+)
+
+require (
+	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/ncruces/go-strftime v0.1.9 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/exp v0.0.0-20250620022241-b7579e27df2b // indirect
+	modernc.org/libc v1.66.10 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.11.0 // indirect
+)

@@ -1,0 +1,31 @@
+package airlock
+
+import (
+	"context"
+	"time"
+)
+
+// ImageSpec declares an image: a Debian suite, a package list, and the
+// agent baked in. Its content hash names the built image.
+type ImageSpec struct {
+	Name     string   `json:"name"`
+	Suite    string   `json:"suite"`
+	Packages []string `json:"packages"`
+	// Env is set for every process in the sandbox (e.g. MPLBACKEND=Agg).
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Image is a built, read-only rootfs.
+type Image struct {
+	Name      string    `json:"name"`
+	Hash      string    `json:"hash"`
+	Rootfs    string    `json:"rootfs"` // host path, read-only
+	SizeBytes int64     `json:"size_bytes"`
+	Env       []string  `json:"env,omitempty"` // KEY=VALUE
+	BuiltAt   time.Time `json:"built_at"`
+}
+
+// ImageResolver finds a built image by name.
+type ImageResolver interface {
+	Resolve(ctx context.Context, name string) (*Image, error)
+}

@@ -1,0 +1,44 @@
+package airlock
+
+import (
+	"context"
+	"io"
+)
+
+// Store keeps metadata: tenants, keys, executions and the artifact index.
+// The sqlite package implements it; a postgres package can later.
+type Store interface {
+	CreateTenant(ctx context.Context, t *Tenant) error
+	TenantByName(ctx context.Context, name string) (*Tenant, error)
+	TenantByID(ctx context.Context, id string) (*Tenant, error)
+	ListTenants(ctx context.Context) ([]*Tenant, error)
+	CountTenants(ctx context.Context) (int, error)
+
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// TenantByKeyHash resolves a key hash to its tenant; ErrNotFound if none.
+	TenantByKeyHash(ctx context.Context, hash string) (*Tenant, error)
+
+	// CreateExecution records a run as it starts (status running).
+	CreateExecution(ctx context.Context, e *Execution) error
+	// FinishExecution writes the outcome and the artifact index at once.
+	FinishExecution(ctx context.Context, e *Execution) error
+	// Execution returns one execution of the tenant; ErrNotFound otherwise.
+	Execution(ctx context.Context, tenantID, id string) (*Execution, error)
+	ListExecutions(ctx context.Context, f ExecutionFilter) ([]*Execution, error)
+	// FailRunningExecutions marks every running execution failed with the
+	// reason (used by the reconciler at start) and returns how many.
+	FailRunningExecutions(ctx context.Context, reason string) (int, error)
+
+	// Artifact returns one artifact of the tenant; ErrNotFound otherwise.
+	Artifact(ctx context.Context, tenantID, id string) (*Artifact, error)
+
+	Close() error
+}
+
+// Blobs stores artifact bytes by key. The blobdir package implements it on
+// a local directory; an S3-compatible one can later.
+type Blobs interface {
+	Put(ctx context.Context, key string, r io.Reader) (int64, error)
+	Open(ctx context.Context, key string) (io.ReadSeekCloser, int64, error)
+	Delete(ctx context.Context, key string) error
+}

@@ -1,0 +1,21 @@
+package airlock
+
+import "time"
+
+// Tenant owns API keys, executions and artifacts. Tenants never see each
+// other's records.
+type Tenant struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	FirstParty bool      `json:"first_party"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// APIKey is a bearer key. Only its hash is stored; the secret is shown once.
+type APIKey struct {
+	ID        string    `json:"id"`
+	TenantID  string    `json:"tenant_id"`
+	Hash      string    `json:"-"`
+	Prefix    string    `json:"prefix"` // first characters, to tell keys apart
+	CreatedAt time.Time `json:"created_at"`
+}
