@@ -1,0 +1,39 @@
+// Command airlock-agent runs inside every sandbox as its first process. It
+// speaks the agent protocol on its stdin and stdout (runsc wires those to
+// the host) and logs to stderr. Build it static: CGO_ENABLED=0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log"
+	"os"
+
+	"github.com/airlockhq/airlock/agent"
+)
+
+// build is set at link time (-ldflags "-X main.build=...").
+var build = "dev"
+
+type stdio struct {
+	io.Reader
+	io.Writer
+}
+
+func main() {
+	workspace := flag.String("workspace", "/workspace", "absolute path of the workspace")
+	flag.Parse()
+	logger := log.New(os.Stderr, "airlock-agent: ", log.Lmicroseconds)
+	err := agent.Serve(context.Background(), stdio{os.Stdin, os.Stdout}, agent.Config{
+		Workspace: *workspace,
+		Env:       os.Environ(),
+		Build:     build,
+		Log:       logger,
+	})
+	if err != nil && !errors.Is(err, agent.ErrShutdown) {
+		logger.Print(err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,15 @@
+// Package protocol is the one protocol between the host and the agent that
+// runs inside every sandbox. It runs over any reliable byte stream: the
+// stdio pipes of runsc, a unix socket, vsock or virtio-serial.
+//
+// The wire is a sequence of frames. Each frame is a 9-byte header (type,
+// stream ID, payload length, all big-endian) and a payload of at most
+// MaxPayload bytes. The host opens streams (one per request) with odd IDs
+// chosen by itself; control payloads are JSON, data payloads raw bytes.
+//
+// The host treats everything the agent says as hostile: frame sizes are
+// bounded before allocation, JSON is decoded into fixed types and checked
+// by Validate methods, and any violation ends the connection. This package
+// owns the wire format, the message types, the host-side Client and the
+// agent-side frame helpers; it must not know about sandboxes or backends.
+package protocol

@@ -1,0 +1,274 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Limits on what either side may send, checked on decode.
+const (
+	MaxArgs        = 4096
+	MaxArgBytes    = 256 << 10 // all of argv plus env
+	MaxPathBytes   = 4096
+	MaxNameBytes   = 255
+	MaxListEntries = 1000 // one list response; more are reported as truncated
+)
+
+// Op names a request.
+type Op string
+
+const (
+	OpHealth   Op = "health"
+	OpExec     Op = "exec"
+	OpPut      Op = "put"
+	OpGet      Op = "get"
+	OpList     Op = "list"
+	OpStat     Op = "stat"
+	OpRemove   Op = "remove"
+	OpShutdown Op = "shutdown"
+)
+
+// Hello is the first frame the agent sends.
+type Hello struct {
+	Version int    `json:"version"`
+	Agent   string `json:"agent"` // build identifier of the agent
+	PID     int    `json:"pid"`
+}
+
+// Validate checks a Hello from the agent.
+func (h *Hello) Validate() error {
+	if h.Version != Version {
+		return fmt.Errorf("protocol: agent speaks version %d, want %d", h.Version, Version)
+	}
+	if len(h.Agent) > MaxNameBytes {
+		return fmt.Errorf("protocol: agent name too long")
+	}
+	return nil
+}
+
+// Request opens a stream. Exactly the fields of its Op are set.
+type Request struct {
+	Op   Op           `json:"op"`
+	Exec *ExecRequest `json:"exec,omitempty"`
+	Path string       `json:"path,omitempty"` // put, get, list, stat, remove
+	Mode uint32       `json:"mode,omitempty"` // put
+	Max  int64        `json:"max,omitempty"`  // get: most bytes to send
+}
+
+// Validate checks a request (the agent calls it on what the host sends).
+func (r *Request) Validate() error {
+	switch r.Op {
+	case OpHealth, OpShutdown:
+		return nil
+	case OpExec:
+		if r.Exec == nil {
+			return fmt.Errorf("exec request without exec")
+		}
+		return r.Exec.Validate()
+	case OpPut, OpGet, OpList, OpStat, OpRemove:
+		_, err := CleanPath(r.Path)
+		return err
+	}
+	return fmt.Errorf("unknown op %q", r.Op)
+}
+
+// ExecRequest runs a program.
+type ExecRequest struct {
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env,omitempty"` // KEY=VALUE, added to the agent's base environment
+	Cwd       string   `json:"cwd,omitempty"` // default /workspace
+	Stdin     bool     `json:"stdin,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // agent kills the process group at the deadline
+}
+
+// Validate bounds an exec request.
+func (e *ExecRequest) Validate() error {
+	if len(e.Argv) == 0 || e.Argv[0] == "" {
+		return fmt.Errorf("empty argv")
+	}
+	if len(e.Argv)+len(e.Env) > MaxArgs {
+		return fmt.Errorf("too many arguments")
+	}
+	n := 0
+	for _, a := range e.Argv {
+		n += len(a)
+	}
+	for _, kv := range e.Env {
+		if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
+			return fmt.Errorf("bad environment entry")
+		}
+		n += len(kv)
+	}
+	if n > MaxArgBytes {
+		return fmt.Errorf("arguments too large")
+	}
+	if e.TimeoutMS < 0 {
+		return fmt.Errorf("negative timeout")
+	}
+	return nil
+}
+
+// ExitStatus ends an exec stream.
+type ExitStatus struct {
+	Code     int    `json:"code"`             // 0-255, or 128+signal when killed
+	Signal   int    `json:"signal,omitempty"` // the signal that ended it, if any
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Error    string `json:"error,omitempty"` // the program could not start
+}
+
+// Validate checks an exit status from the agent.
+func (s *ExitStatus) Validate() error {
+	if s.Code < 0 || s.Code > 255 {
+		return fmt.Errorf("exit code %d out of range", s.Code)
+	}
+	if s.Signal < 0 || s.Signal > 64 {
+		return fmt.Errorf("signal %d out of range", s.Signal)
+	}
+	if len(s.Error) > MaxPathBytes {
+		s.Error = s.Error[:MaxPathBytes]
+	}
+	return nil
+}
+
+// Response is the answer to a non-exec request, or the acknowledgment that
+// an exec started (with its PID inside the sandbox).
+type Response struct {
+	PID     int        `json:"pid,omitempty"`
+	Health  *Health    `json:"health,omitempty"`
+	Entries []FileInfo `json:"entries,omitempty"`
+	More    bool       `json:"more,omitempty"` // the list was cut at MaxListEntries
+	Info    *FileInfo  `json:"info,omitempty"`
+	Written int64      `json:"written,omitempty"`
+}
+
+// Health is the agent's view of itself.
+type Health struct {
+	UptimeMS  int64 `json:"uptime_ms"`
+	Processes int   `json:"processes"`
+}
+
+// FileInfo describes one file in the sandbox.
+type FileInfo struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"` // Go fs.FileMode bits
+	MtimeNS int64  `json:"mtime_ns"`
+	IsDir   bool   `json:"is_dir"`
+}
+
+// Validate checks a file entry from the agent.
+func (f *FileInfo) Validate() error {
+	if f.Name == "" || len(f.Name) > MaxNameBytes || strings.ContainsAny(f.Name, "/\x00") || f.Name == "." || f.Name == ".." {
+		return fmt.Errorf("bad file name %q", f.Name)
+	}
+	if f.Size < 0 {
+		return fmt.Errorf("negative size")
+	}
+	return nil
+}
+
+// Validate checks a response from the agent.
+func (r *Response) Validate() error {
+	if len(r.Entries) > MaxListEntries {
+		return fmt.Errorf("too many entries")
+	}
+	for i := range r.Entries {
+		if err := r.Entries[i].Validate(); err != nil {
+			return err
+		}
+	}
+	if r.Info != nil {
+		if err := r.Info.Validate(); err != nil {
+			return err
+		}
+	}
+	if r.PID < 0 || r.Written < 0 {
+		return fmt.Errorf("negative value")
+	}
+	return nil
+}
+
+// ErrorMessage ends a stream that failed.
+type ErrorMessage struct {
+	Code    string `json:"code"` // not_found, invalid, exists, io, too_large
+	Message string `json:"message"`
+}
+
+// Validate bounds an error from the agent.
+func (e *ErrorMessage) Validate() error {
+	if len(e.Code) > 64 {
+		return fmt.Errorf("error code too long")
+	}
+	if len(e.Message) > 4096 {
+		e.Message = e.Message[:4096]
+	}
+	return nil
+}
+
+// SignalRequest delivers a signal to a running exec's process group.
+type SignalRequest struct {
+	Signal int `json:"signal"`
+}
+
+// Validate checks the signal number.
+func (s *SignalRequest) Validate() error {
+	if s.Signal < 1 || s.Signal > 64 {
+		return fmt.Errorf("signal %d out of range", s.Signal)
+	}
+	return nil
+}
+
+// validator is implemented by every message type.
+type validator interface{ Validate() error }
+
+// Decode decodes a JSON control payload strictly into v and validates it.
+func Decode(payload []byte, v validator) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("protocol: decode: %w", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("protocol: trailing data")
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("protocol: %w", err)
+	}
+	return nil
+}
+
+// Encode encodes a control message.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only fixed message types are encoded
+	}
+	return b
+}
+
+// CleanPath checks a path given relative to the workspace (or absolute
+// under /workspace) and returns it cleaned and relative. It refuses "..",
+// NUL bytes and anything outside the workspace.
+func CleanPath(p string) (string, error) {
+	if p == "" || len(p) > MaxPathBytes || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("bad path")
+	}
+	if strings.HasPrefix(p, "/") {
+		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
+			return "", fmt.Errorf("path %q is outside /workspace", p)
+		}
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
+		if p == "" {
+			p = "."
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("path %q leaves the workspace", p)
+		}
+	}
+	return path.Clean(p), nil
+}

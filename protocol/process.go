@@ -1,0 +1,141 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Process is a program running in the sandbox, started by Client.Exec.
+type Process struct {
+	c    *Client
+	id   uint32
+	pid  int
+	done chan struct{}
+
+	status ExitStatus
+	err    error
+}
+
+// Exec starts a program. Its stdout and stderr are written to the given
+// writers as they arrive (nil discards); the writers are called from one
+// goroutine, never concurrently. Exec returns once the agent has started
+// the program; Wait returns its exit status.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*Process, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
+	}
+	id, s, err := c.open(Request{Op: OpExec, Exec: &req})
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.recv(ctx, s)
+	if err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	p := &Process{c: c, id: id, done: make(chan struct{})}
+	switch f.Type {
+	case TResponse:
+		var r Response
+		if err := Decode(f.Payload, &r); err != nil {
+			c.forget(id)
+			return nil, err
+		}
+		p.pid = r.PID
+	case TError:
+		c.forget(id)
+		return nil, remoteError(f)
+	default:
+		c.forget(id)
+		return nil, fmt.Errorf("%w: unexpected %s frame starting exec", errViolation, f.Type)
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	go p.pump(s, stdout, stderr)
+	return p, nil
+}
+
+func (p *Process) pump(s *stream, stdout, stderr io.Writer) {
+	defer close(p.done)
+	defer p.c.forget(p.id)
+	for f := range s.frames {
+		switch f.Type {
+		case TStdout:
+			stdout.Write(f.Payload) // a failing writer only loses its own copy
+		case TStderr:
+			stderr.Write(f.Payload)
+		case TExit:
+			var st ExitStatus
+			if err := Decode(f.Payload, &st); err != nil {
+				p.err = err
+				return
+			}
+			p.status = st
+			return
+		case TError:
+			p.err = remoteError(f)
+			return
+		default:
+			p.err = fmt.Errorf("%w: unexpected %s frame during exec", errViolation, f.Type)
+			return
+		}
+	}
+	p.err = p.c.Err()
+	if p.err == nil {
+		p.err = ErrClosed
+	}
+}
+
+// PID is the program's process ID inside the sandbox.
+func (p *Process) PID() int { return p.pid }
+
+// Done is closed when the process has ended or the connection is gone.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the program to end and returns its exit status. An error
+// means the status is unknown (the agent or the sandbox went away).
+func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
+	select {
+	case <-p.done:
+		return p.status, p.err
+	case <-ctx.Done():
+		return ExitStatus{}, ctx.Err()
+	}
+}
+
+// Write sends bytes to the program's stdin (the exec must have asked for
+// stdin). Large writes are split into frames.
+func (p *Process) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		chunk := b
+		if len(chunk) > MaxPayload {
+			chunk = chunk[:MaxPayload]
+		}
+		if err := p.c.write(Frame{Type: TStdin, Stream: p.id, Payload: chunk}); err != nil {
+			return n, err
+		}
+		n += len(chunk)
+		b = b[len(chunk):]
+	}
+	return n, nil
+}
+
+// CloseStdin closes the program's stdin.
+func (p *Process) CloseStdin() error {
+	return p.c.write(Frame{Type: TStdinClose, Stream: p.id})
+}
+
+// Signal delivers a signal to the program's process group.
+func (p *Process) Signal(sig int) error {
+	m := SignalRequest{Signal: sig}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	return p.c.write(Frame{Type: TSignal, Stream: p.id, Payload: Encode(m)})
+}
