@@ -99,3 +99,32 @@ type ExecutionFilter struct {
 type Executor interface {
 	Execute(ctx context.Context, tenant *Tenant, agentID string, req ExecuteRequest) (*Execution, error)
 }
+
+// ExecutionPage is one page of a tenant's executions, newest first.
+// NextCursor, when set, is passed as ?before= to get the next page.
+type ExecutionPage struct {
+	Executions []*Execution `json:"executions"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// Validate checks a request against the operator's maximum timeout.
+// Unknown images are the resolver's to report.
+func (r *ExecuteRequest) Validate(maxTimeout time.Duration) error {
+	if r.Language == "" {
+		return Problem(EINVALID, "missing-language", "language is required (one of python, bash, node, sql)")
+	}
+	if !r.Language.Valid() {
+		return Problem(EINVALID, "unknown-language", "unknown language %q (one of python, bash, node, sql)", r.Language)
+	}
+	if len(r.Code) > MaxCodeBytes {
+		return Problem(ETOOLARGE, "code-too-large", "code is %d bytes; the limit is %d", len(r.Code), MaxCodeBytes)
+	}
+	max := int(maxTimeout / time.Second)
+	if r.TimeoutSec < 0 || r.TimeoutSec > max {
+		return Problem(EINVALID, "timeout-out-of-range", "timeout_sec must be between 1 and %d (0 or absent means the default)", max)
+	}
+	if r.AllowNetwork {
+		return Problem(EFORBIDDEN, "network-unavailable", "allow_network is not available yet: sandboxes have no network")
+	}
+	return nil
+}
