@@ -1,0 +1,287 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// List limits for ListExecutions.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// CreateExecution records e as it starts. Status must be running (or empty,
+// meaning running). An empty ID gets a new ULID and a zero CreatedAt the
+// clock's time; ID, Status and CreatedAt are written back to e. An unknown
+// tenant is ENOTFOUND; a taken ID is ECONFLICT.
+func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
+	switch {
+	case e.TenantID == "":
+		return airlock.Errorf(airlock.EINVALID, "execution tenant is required")
+	case e.Language == "":
+		return airlock.Errorf(airlock.EINVALID, "execution language is required")
+	case e.Status != "" && e.Status != airlock.StatusRunning:
+		return airlock.Errorf(airlock.EINVALID, "a new execution must be running, not %q", e.Status)
+	}
+	now := db.now()
+	id := e.ID
+	if id == "" {
+		id = db.newID(now)
+	}
+	created := stamp(e.CreatedAt, now)
+	_, err := db.write.ExecContext(ctx, `INSERT INTO executions (
+		exec_id, tenant_id, session_id, agent_id, language, image, code_sha256, status,
+		exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
+		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
+		created_at, finished_at
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+		id, e.TenantID, e.SessionID, e.AgentID, string(e.Language), e.Image, e.CodeSHA256,
+		string(airlock.StatusRunning), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
+		e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut, e.OOMKilled,
+		e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(created))
+	switch {
+	case isForeignKey(err):
+		return tenantNotFound(e.TenantID)
+	case isUnique(err):
+		return airlock.Errorf(airlock.ECONFLICT, "execution %s exists", id)
+	case err != nil:
+		return wrap("create execution", err)
+	}
+	e.ID, e.Status, e.CreatedAt, e.FinishedAt = id, airlock.StatusRunning, created, nil
+	return nil
+}
+
+// FinishExecution writes the outcome of a running execution (status, exit
+// code, output, measurements, error, whether artifacts were truncated,
+// finished time) and inserts its
+// artifacts, in one transaction. Status must be completed or failed; a nil FinishedAt means the clock's time. Artifacts get
+// the execution's ID and tenant, and a new ULID if their ID is empty. The
+// identifying fields set at creation are not changed. ENOTFOUND if the
+// tenant has no such execution; ECONFLICT if it is no longer running.
+func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
+	status := e.Status
+	switch {
+	case e.ID == "" || e.TenantID == "":
+		return airlock.Errorf(airlock.EINVALID, "execution id and tenant are required")
+	case status != airlock.StatusCompleted && status != airlock.StatusFailed:
+		return airlock.Errorf(airlock.EINVALID, "a finished execution must be completed or failed, not %q", status)
+	}
+	now := db.now()
+	var finished time.Time
+	if e.FinishedAt != nil {
+		finished = *e.FinishedAt
+	}
+	finished = stamp(finished, now)
+
+	arts := make([]airlock.Artifact, len(e.Artifacts))
+	copy(arts, e.Artifacts)
+	for i := range arts {
+		a := &arts[i]
+		switch {
+		case a.ExecutionID != "" && a.ExecutionID != e.ID:
+			return airlock.Errorf(airlock.EINVALID, "artifact %q belongs to another execution", a.Filename)
+		case a.TenantID != "" && a.TenantID != e.TenantID:
+			return airlock.Errorf(airlock.EINVALID, "artifact %q belongs to another tenant", a.Filename)
+		case a.Filename == "":
+			return airlock.Errorf(airlock.EINVALID, "artifact filename is required")
+		}
+		a.ExecutionID, a.TenantID = e.ID, e.TenantID
+		if a.ID == "" {
+			a.ID = db.newID(now)
+		}
+	}
+
+	err := db.inWriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE executions SET
+			status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
+			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
+			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
+			finished_at = ?
+			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
+			string(status), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
+			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
+			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
+			e.ID, e.TenantID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var cur string
+			err := tx.QueryRowContext(ctx,
+				`SELECT status FROM executions WHERE exec_id = ? AND tenant_id = ?`,
+				e.ID, e.TenantID).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				return executionNotFound(e.ID)
+			} else if err != nil {
+				return err
+			}
+			return airlock.Errorf(airlock.ECONFLICT, "execution %s is already %s", e.ID, cur)
+		}
+		for _, a := range arts {
+			_, err := tx.ExecContext(ctx, `INSERT INTO artifacts (
+				id, exec_id, tenant_id, filename, size_bytes, content_type, sha256, created_at
+			) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				a.ID, a.ExecutionID, a.TenantID, a.Filename, a.SizeBytes, a.ContentType,
+				a.SHA256, nanos(finished))
+			if isUnique(err) {
+				return airlock.Errorf(airlock.ECONFLICT, "artifact %s exists", a.ID)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap("finish execution", err)
+	}
+	e.Status, e.FinishedAt, e.Artifacts = status, &finished, arts
+	return nil
+}
+
+// executionColumns lists the columns scanExecution reads; listColumns is
+// the same with empty stdout and stderr, which lists do not carry.
+const (
+	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
+		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
+		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
+		created_at, finished_at`
+	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
+		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
+		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
+		created_at, finished_at`
+)
+
+func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
+	var e airlock.Execution
+	var created int64
+	var finished sql.NullInt64
+	err := row.Scan(&e.ID, &e.TenantID, &e.SessionID, &e.AgentID, &e.Language, &e.Image,
+		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
+		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
+		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished)
+	if err != nil {
+		return nil, err
+	}
+	e.CreatedAt = fromNanos(created)
+	e.FinishedAt = fromNullNanos(finished)
+	return &e, nil
+}
+
+// Execution returns the tenant's execution with its artifacts (ordered by
+// filename). Another tenant's execution is ENOTFOUND, like a missing one.
+func (db *DB) Execution(ctx context.Context, tenantID, id string) (*airlock.Execution, error) {
+	var e *airlock.Execution
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		e, err = scanExecution(tx.QueryRowContext(ctx,
+			`SELECT `+executionColumns+` FROM executions WHERE exec_id = ? AND tenant_id = ?`,
+			id, tenantID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return executionNotFound(id)
+		} else if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+artifactColumns+` FROM artifacts
+			WHERE exec_id = ? AND tenant_id = ? ORDER BY filename, id`, id, tenantID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		e.Artifacts = []airlock.Artifact{}
+		for rows.Next() {
+			a, err := scanArtifact(rows)
+			if err != nil {
+				return err
+			}
+			e.Artifacts = append(e.Artifacts, *a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, wrap("get execution", err)
+	}
+	return e, nil
+}
+
+// ListExecutions returns a page of the tenant's executions, newest first by
+// (created_at, id). Limit defaults to DefaultListLimit and is capped at
+// MaxListLimit. Before, if set, is the ID of an execution of the same tenant
+// (the last of the previous page): only executions strictly older than it
+// are listed; an ID the tenant does not have is EINVALID. Listed executions
+// carry no stdout, stderr or artifacts.
+func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]*airlock.Execution, error) {
+	if f.TenantID == "" {
+		return nil, airlock.Errorf(airlock.EINVALID, "tenant is required to list executions")
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+
+	var es []*airlock.Execution
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		var rows *sql.Rows
+		var err error
+		if f.Before == "" {
+			rows, err = tx.QueryContext(ctx, `SELECT `+listColumns+` FROM executions
+				WHERE tenant_id = ?
+				ORDER BY created_at DESC, exec_id DESC LIMIT ?`, f.TenantID, limit)
+		} else {
+			var cursorAt int64
+			err = tx.QueryRowContext(ctx,
+				`SELECT created_at FROM executions WHERE exec_id = ? AND tenant_id = ?`,
+				f.Before, f.TenantID).Scan(&cursorAt)
+			if errors.Is(err, sql.ErrNoRows) {
+				return airlock.Problem(airlock.EINVALID, "invalid-cursor", "unknown cursor %q", f.Before)
+			} else if err != nil {
+				return err
+			}
+			rows, err = tx.QueryContext(ctx, `SELECT `+listColumns+` FROM executions
+				WHERE tenant_id = ? AND (created_at, exec_id) < (?, ?)
+				ORDER BY created_at DESC, exec_id DESC LIMIT ?`,
+				f.TenantID, cursorAt, f.Before, limit)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanExecution(rows)
+			if err != nil {
+				return err
+			}
+			es = append(es, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, wrap("list executions", err)
+	}
+	return es, nil
+}
+
+// FailRunningExecutions marks every running execution failed with the
+// reason, finished now, and returns how many it marked.
+func (db *DB) FailRunningExecutions(ctx context.Context, reason string) (int, error) {
+	res, err := db.write.ExecContext(ctx, `UPDATE executions
+		SET status = 'failed', error = ?, finished_at = ?
+		WHERE status = 'running'`, reason, nanos(db.now()))
+	if err != nil {
+		return 0, wrap("fail running executions", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), wrap("fail running executions", err)
+}
+
+func executionNotFound(id string) error {
+	return fmt.Errorf("execution %s: %w", id, airlock.ErrNotFound)
+}
