@@ -74,6 +74,10 @@ type Sandbox interface {
 	WorkspaceDir() string
 	// Stats reports resource use so far, read from outside the sandbox.
 	Stats(ctx context.Context) (Stats, error)
+	// Stop ends every process in the sandbox and waits until they are
+	// gone; the workspace stays readable until Destroy. Artifacts are
+	// collected after Stop, so nothing inside can change them meanwhile.
+	Stop(ctx context.Context) error
 	// Done is closed when the sandbox has exited on its own (for example
 	// killed by the OOM killer).
 	Done() <-chan struct{}

@@ -71,8 +71,10 @@ type Execution struct {
 	HadNetworkAttempt bool            `json:"had_network_attempt"`
 	Error             string          `json:"error,omitempty"` // set when Status is failed
 	Artifacts         []Artifact      `json:"artifacts"`
-	CreatedAt         time.Time       `json:"created_at"`
-	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	// ArtifactsTruncated is set when files were left out by the caps.
+	ArtifactsTruncated bool       `json:"artifacts_truncated,omitempty"`
+	CreatedAt          time.Time  `json:"created_at"`
+	FinishedAt         *time.Time `json:"finished_at,omitempty"`
 }
 
 // Artifact is a file the code created or changed in the workspace.
@@ -127,4 +129,9 @@ func (r *ExecuteRequest) Validate(maxTimeout time.Duration) error {
 		return Problem(EFORBIDDEN, "network-unavailable", "allow_network is not available yet: sandboxes have no network")
 	}
 	return nil
+}
+
+// ArtifactBlobKey is where an artifact's bytes live in Blobs.
+func ArtifactBlobKey(a *Artifact) string {
+	return "artifacts/" + a.TenantID + "/" + a.ExecutionID + "/" + a.ID
 }

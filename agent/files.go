@@ -16,11 +16,14 @@ import (
 // resolve maps a workspace path to an absolute one, refusing any symlink
 // on the way (the final element included when noFollow).
 func (s *server) resolve(p string, noFollowLast bool) (string, error) {
-	rel, err := protocol.CleanPath(p)
+	root, rel, err := protocol.CleanPath(p)
 	if err != nil {
 		return "", err
 	}
 	full := s.cfg.Workspace
+	if root != "/workspace" {
+		full = root
+	}
 	if rel == "." {
 		return full, nil
 	}
@@ -75,8 +78,8 @@ type putHandler struct {
 
 func (s *server) put(stream uint32, p string, mode uint32) {
 	dest, err := s.resolve(p, true)
-	if err == nil && dest == s.cfg.Workspace {
-		err = errors.New("cannot write the workspace itself")
+	if err == nil && isRoot(dest, s.cfg.Workspace) {
+		err = errors.New("cannot write a root directory")
 	}
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
@@ -253,8 +256,8 @@ func (s *server) stat(stream uint32, p string) {
 
 func (s *server) remove(stream uint32, p string) {
 	full, err := s.resolve(p, true)
-	if err == nil && full == s.cfg.Workspace {
-		err = errors.New("cannot remove the workspace")
+	if err == nil && isRoot(full, s.cfg.Workspace) {
+		err = errors.New("cannot remove a root directory")
 	}
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
@@ -265,4 +268,17 @@ func (s *server) remove(stream uint32, p string) {
 		return
 	}
 	s.respond(stream, protocol.Response{})
+}
+
+// isRoot reports whether p is the workspace or another root.
+func isRoot(p, workspace string) bool {
+	if p == workspace {
+		return true
+	}
+	for _, r := range protocol.Roots {
+		if p == r {
+			return true
+		}
+	}
+	return false
 }

@@ -69,7 +69,7 @@ func (r *Request) Validate() error {
 		}
 		return r.Exec.Validate()
 	case OpPut, OpGet, OpList, OpStat, OpRemove:
-		_, err := CleanPath(r.Path)
+		_, _, err := CleanPath(r.Path)
 		return err
 	}
 	return fmt.Errorf("unknown op %q", r.Op)
@@ -249,26 +249,39 @@ func Encode(v any) []byte {
 	return b
 }
 
-// CleanPath checks a path given relative to the workspace (or absolute
-// under /workspace) and returns it cleaned and relative. It refuses "..",
-// NUL bytes and anything outside the workspace.
-func CleanPath(p string) (string, error) {
+// Roots are the directories file requests may reach inside a sandbox.
+// Relative paths are relative to the workspace.
+var Roots = []string{"/workspace", "/tmp"}
+
+// CleanPath checks a path given relative to the workspace, or absolute
+// under one of Roots, and returns the root and the cleaned path relative to
+// it ("." for the root itself). It refuses "..", NUL bytes and anything
+// outside the roots.
+func CleanPath(p string) (root, rel string, err error) {
 	if p == "" || len(p) > MaxPathBytes || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("bad path")
+		return "", "", fmt.Errorf("bad path")
 	}
+	root = "/workspace"
 	if strings.HasPrefix(p, "/") {
-		if p != "/workspace" && !strings.HasPrefix(p, "/workspace/") {
-			return "", fmt.Errorf("path %q is outside /workspace", p)
+		root = ""
+		for _, r := range Roots {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				root = r
+				break
+			}
 		}
-		p = strings.TrimPrefix(strings.TrimPrefix(p, "/workspace"), "/")
+		if root == "" {
+			return "", "", fmt.Errorf("path %q is outside %s", p, strings.Join(Roots, " and "))
+		}
+		p = strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
 		if p == "" {
 			p = "."
 		}
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
-			return "", fmt.Errorf("path %q leaves the workspace", p)
+			return "", "", fmt.Errorf("path %q leaves %s", p, root)
 		}
 	}
-	return path.Clean(p), nil
+	return root, path.Clean(p), nil
 }

@@ -1,0 +1,161 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/cgroups"
+)
+
+// Backend runs sandboxes under runsc.
+type Backend struct {
+	cfg     Config
+	cgroups cgroups.Manager
+
+	mu   sync.Mutex
+	live map[string]*Sandbox
+}
+
+var _ airlock.Backend = (*Backend)(nil)
+
+// New returns a backend. It creates its directories but starts nothing.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{cfg.runscRoot(), cfg.sandboxesDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("gvisor: %w", err)
+		}
+	}
+	return &Backend{cfg: cfg, cgroups: cgroups.Detect(), live: map[string]*Sandbox{}}, nil
+}
+
+// Name is the backend's name in configs and records.
+func (b *Backend) Name() string { return "gvisor" }
+
+// Capabilities of gVisor on this backend.
+func (b *Backend) Capabilities() airlock.Capabilities {
+	return airlock.Capabilities{
+		Snapshot:          false,
+		Pause:             false,
+		HardwareIsolation: false,
+		NetworkModes:      []string{"none"},
+		RequiresRoot:      true,
+		SeparateKernel:    true, // the gVisor kernel stands between code and host
+	}
+}
+
+var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+
+func (b *Backend) cgroupPath(id string) string { return filepath.Join(b.cfg.CgroupParent, id) }
+
+// Create makes and starts a sandbox and waits for its agent's hello.
+func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock.Sandbox, error) {
+	if !validID.MatchString(spec.ID) {
+		return nil, fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
+	}
+	if spec.Image == nil || spec.Image.Rootfs == "" {
+		return nil, fmt.Errorf("gvisor: sandbox %s has no image", spec.ID)
+	}
+	if spec.Limits.MemoryBytes <= 0 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
+		return nil, fmt.Errorf("gvisor: sandbox %s needs memory, disk and process limits", spec.ID)
+	}
+	s := &Sandbox{
+		b:      b,
+		id:     spec.ID,
+		dir:    filepath.Join(b.cfg.sandboxesDir(), spec.ID),
+		cgroup: b.cgroupPath(spec.ID),
+		exited: make(chan struct{}),
+	}
+	b.mu.Lock()
+	if _, dup := b.live[spec.ID]; dup {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("gvisor: sandbox %s exists", spec.ID)
+	}
+	b.live[spec.ID] = s
+	b.mu.Unlock()
+	if err := s.start(ctx, spec); err != nil {
+		derr := s.Destroy(context.WithoutCancel(ctx))
+		return nil, errors.Join(err, derr)
+	}
+	return s, nil
+}
+
+func (b *Backend) forget(id string) {
+	b.mu.Lock()
+	delete(b.live, id)
+	b.mu.Unlock()
+}
+
+func (b *Backend) isLive(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.live[id]
+	return ok
+}
+
+// Reconcile ends every sandbox this backend did not create in this
+// process: containers runsc still knows, cgroups, mounts and run
+// directories left by a crash. It returns the IDs it ended.
+func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
+	ended := map[string]bool{}
+	var errs []error
+	ids, err := b.listContainers(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if b.isLive(id) {
+			continue
+		}
+		b.runsc(ctx, "kill", "--all", id, "KILL")
+		if _, err := b.runsc(ctx, "delete", "--force", id); err != nil {
+			errs = append(errs, err)
+		}
+		ended[id] = true
+	}
+	cgs, err := b.cgroups.List(b.cfg.CgroupParent)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range cgs {
+		if b.isLive(id) {
+			continue
+		}
+		if err := b.cgroups.Remove(b.cgroupPath(id)); err != nil {
+			errs = append(errs, err)
+		}
+		ended[id] = true
+	}
+	entries, err := os.ReadDir(b.cfg.sandboxesDir())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		id := e.Name()
+		if b.isLive(id) {
+			continue
+		}
+		dir := filepath.Join(b.cfg.sandboxesDir(), id)
+		if err := unmountAll(dir); err != nil {
+			errs = append(errs, err)
+			continue // never remove a directory with a mount still in it
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+		ended[id] = true
+	}
+	out := make([]string, 0, len(ended))
+	for id := range ended {
+		out = append(out, id)
+	}
+	return out, errors.Join(errs...)
+}

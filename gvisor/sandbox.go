@@ -1,0 +1,262 @@
+package gvisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/protocol"
+)
+
+// maxLogBytes caps what the sandbox's own stderr (runsc and agent logs)
+// may write to the host; the rest is discarded.
+const maxLogBytes = 256 << 10
+
+// Sandbox is one runsc sandbox.
+type Sandbox struct {
+	b      *Backend
+	id     string
+	dir    string
+	cgroup string
+
+	cmd    *exec.Cmd
+	agent  *protocol.Client
+	exited chan struct{} // closed when `runsc run` has exited
+
+	destroyOnce sync.Once
+	destroyErr  error
+}
+
+var _ airlock.Sandbox = (*Sandbox)(nil)
+
+// ID of the sandbox (also its runsc container ID).
+func (s *Sandbox) ID() string { return s.id }
+
+// Agent is the connection to the agent.
+func (s *Sandbox) Agent() *protocol.Client { return s.agent }
+
+// WorkspaceDir is the host directory behind /workspace.
+func (s *Sandbox) WorkspaceDir() string { return filepath.Join(s.dir, "disk", "workspace") }
+
+// Done is closed when the sandbox has exited.
+func (s *Sandbox) Done() <-chan struct{} { return s.exited }
+
+// pipeConn joins the stdio pipes of `runsc run` into one stream.
+type pipeConn struct {
+	io.ReadCloser  // the container's stdout
+	w io.WriteCloser // the container's stdin
+}
+
+func (c pipeConn) Write(b []byte) (int, error) { return c.w.Write(b) }
+func (c pipeConn) Close() error {
+	return errors.Join(c.w.Close(), c.ReadCloser.Close())
+}
+
+// cappedWriter writes at most n bytes to w and drops the rest.
+type cappedWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *cappedWriter) Write(b []byte) (int, error) {
+	if c.n > 0 {
+		k := int64(len(b))
+		if k > c.n {
+			k = c.n
+		}
+		c.w.Write(b[:k])
+		c.n -= k
+	}
+	return len(b), nil
+}
+
+func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec) error {
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	labels, _ := json.Marshal(spec.Labels)
+	os.WriteFile(filepath.Join(s.dir, "labels.json"), labels, 0o600)
+
+	disk := filepath.Join(s.dir, "disk")
+	bundle := filepath.Join(s.dir, "bundle")
+	for _, d := range []string{disk, bundle} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("gvisor: %w", err)
+		}
+	}
+	if err := mountDisk(disk, spec.Limits.DiskBytes); err != nil {
+		return err
+	}
+	workspace, tmp := filepath.Join(disk, "workspace"), filepath.Join(disk, "tmp")
+	if err := os.Mkdir(workspace, 0o755); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Chown(workspace, SandboxUID, SandboxUID); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o1777); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o1777|os.ModeSticky); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+
+	if err := s.b.cgroups.Create(s.cgroup, cgroups.Limits{
+		MemoryBytes: spec.Limits.MemoryBytes,
+		CPUs:        spec.Limits.CPUs,
+		Pids:        hostPidsBackstop,
+	}); err != nil {
+		return err
+	}
+	if err := writeBundle(bundle, ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp)); err != nil {
+		return err
+	}
+
+	logf, err := os.OpenFile(filepath.Join(s.dir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	defer logf.Close()
+	args := s.b.globalFlags()
+	if s.b.cfg.DebugLogs {
+		args = append(args, "--debug", "--debug-log", filepath.Join(s.dir, "debug")+"/")
+	}
+	args = append(args, "run", "--bundle", bundle, s.id)
+	cmd := exec.Command(s.b.cfg.Runsc, args...)
+	cmd.Dir = s.dir
+	cmd.Stderr = &cappedWriter{w: logf, n: maxLogBytes}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("gvisor: start runsc: %w", err)
+	}
+	s.cmd = cmd
+	s.agent = protocol.NewClient(pipeConn{ReadCloser: stdout, w: stdin})
+	go func() {
+		// Read the agent until EOF before Wait closes the pipe under it.
+		<-s.agent.Done()
+		cmd.Wait()
+		close(s.exited)
+	}()
+	hctx, cancel := context.WithTimeout(ctx, s.b.cfg.StartTimeout)
+	defer cancel()
+	if _, err := s.agent.WaitHello(hctx); err != nil {
+		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail())
+	}
+	return nil
+}
+
+// logTail returns the end of the sandbox's log, for error messages.
+func (s *Sandbox) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "sandbox.log"))
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return string(b)
+}
+
+// Stats reads the sandbox's cgroup.
+func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
+	st, err := s.b.cgroups.Stats(s.cgroup)
+	if err != nil {
+		return airlock.Stats{}, err
+	}
+	return airlock.Stats{
+		PeakMemoryBytes: st.PeakMemoryBytes,
+		MemoryBytes:     st.MemoryBytes,
+		OOMKilled:       st.OOMKills > 0,
+		CPUTime:         st.CPUTime,
+		Pids:            st.Pids,
+	}, nil
+}
+
+// Stop kills every process of the sandbox and waits for runsc to exit.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	if s.cmd == nil {
+		return nil
+	}
+	select {
+	case <-s.exited:
+		return nil
+	default:
+	}
+	s.b.runsc(ctx, "kill", "--all", s.id, "KILL")
+	s.b.cgroups.Kill(s.cgroup)
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(5 * time.Second):
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		s.b.cgroups.Kill(s.cgroup)
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("gvisor: sandbox %s did not stop", s.id)
+	}
+}
+
+// Destroy kills the sandbox and removes everything it held on the host.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.destroyOnce.Do(func() { s.destroyErr = s.destroy(ctx) })
+	return s.destroyErr
+}
+
+func (s *Sandbox) destroy(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if s.cmd != nil {
+		if err := s.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if s.agent != nil {
+			s.agent.Close()
+		}
+	}
+	if _, err := s.b.runsc(ctx, "delete", "--force", s.id); err != nil && s.cmd != nil {
+		// runsc deletes the container itself when `run` ends; only a
+		// container it still lists is an error.
+		if ids, lerr := s.b.listContainers(ctx); lerr == nil && contains(ids, s.id) {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.b.cgroups.Remove(s.cgroup); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountAll(s.dir); err != nil {
+		errs = append(errs, err)
+	} else if err := os.RemoveAll(s.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		s.b.forget(s.id)
+	}
+	return errors.Join(errs...)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

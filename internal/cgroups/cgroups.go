@@ -1,0 +1,136 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Root is where cgroup file systems are mounted.
+const Root = "/sys/fs/cgroup"
+
+// Limits to apply to a cgroup. Zero means unlimited / unchanged.
+type Limits struct {
+	MemoryBytes int64   // hard limit; swap is disallowed as well
+	CPUs        float64 // CFS quota in CPUs
+	Pids        int64   // host tasks (a backstop: runsc enforces the sandbox's own limit)
+}
+
+// Stats measured from outside.
+type Stats struct {
+	MemoryBytes     int64
+	PeakMemoryBytes int64
+	OOMKills        int64
+	CPUTime         time.Duration
+	Pids            int64
+}
+
+// Manager manages cgroups of one version.
+type Manager interface {
+	// Create makes the cgroup (and parents) and applies limits.
+	Create(path string, l Limits) error
+	Stats(path string) (Stats, error)
+	// Kill sends SIGKILL to every process in the cgroup.
+	Kill(path string) error
+	// Remove kills what is left and removes the cgroup; it is idempotent.
+	Remove(path string) error
+	// List returns the child cgroup names under path.
+	List(path string) ([]string, error)
+	Version() int
+}
+
+// Detect returns the manager for this host's cgroup layout.
+func Detect() Manager {
+	if _, err := os.Stat(filepath.Join(Root, "cgroup.controllers")); err == nil {
+		return v2{}
+	}
+	return v1{}
+}
+
+func writeFile(path, value string) error {
+	if err := os.WriteFile(path, []byte(value), 0); err != nil {
+		return fmt.Errorf("cgroups: write %s: %w", path, err)
+	}
+	return nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// readKey reads "key value" lines (memory.stat, memory.events, cpu.stat,
+// memory.oom_control) and returns the value of key.
+func readKey(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("cgroups: %s has no %s", path, key)
+}
+
+func killProcs(procsFile string) error {
+	b, err := os.ReadFile(procsFile)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return nil
+}
+
+// rmdirRetry removes a cgroup directory, killing its processes and
+// retrying while they exit.
+func rmdirRetry(dir, procsFile string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		err = os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		killProcs(procsFile)
+		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
+	}
+	return fmt.Errorf("cgroups: remove %s: %w", dir, err)
+}
+
+func listDirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}

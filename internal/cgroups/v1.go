@@ -1,0 +1,114 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// v1 drives one hierarchy per controller.
+type v1 struct{}
+
+var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
+
+func (v1) Version() int { return 1 }
+
+func (v1) dir(controller, path string) string { return filepath.Join(Root, controller, path) }
+
+func (c v1) Create(path string, l Limits) error {
+	for _, ctl := range v1Controllers {
+		if err := os.MkdirAll(c.dir(ctl, path), 0o755); err != nil {
+			c.Remove(path)
+			return fmt.Errorf("cgroups: create %s: %w", ctl, err)
+		}
+	}
+	if l.MemoryBytes > 0 {
+		mem := c.dir("memory", path)
+		v := strconv.FormatInt(l.MemoryBytes, 10)
+		if err := writeFile(filepath.Join(mem, "memory.limit_in_bytes"), v); err != nil {
+			c.Remove(path)
+			return err
+		}
+		// memsw exists only with swap accounting; without it there is no swap to limit.
+		if _, err := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); err == nil {
+			if err := writeFile(filepath.Join(mem, "memory.memsw.limit_in_bytes"), v); err != nil {
+				c.Remove(path)
+				return err
+			}
+		}
+		writeFile(filepath.Join(mem, "memory.swappiness"), "0")
+	}
+	if l.CPUs > 0 {
+		period := int64(100000)
+		cpu := c.dir("cpu", path)
+		if err := writeFile(filepath.Join(cpu, "cpu.cfs_period_us"), strconv.FormatInt(period, 10)); err != nil {
+			c.Remove(path)
+			return err
+		}
+		if err := writeFile(filepath.Join(cpu, "cpu.cfs_quota_us"), strconv.FormatInt(int64(l.CPUs*float64(period)), 10)); err != nil {
+			c.Remove(path)
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := writeFile(filepath.Join(c.dir("pids", path), "pids.max"), strconv.FormatInt(l.Pids, 10)); err != nil {
+			c.Remove(path)
+			return err
+		}
+	}
+	return nil
+}
+
+func (c v1) Stats(path string) (Stats, error) {
+	var s Stats
+	var err error
+	mem := c.dir("memory", path)
+	if s.MemoryBytes, err = readInt(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
+		return s, fmt.Errorf("cgroups: stats: %w", err)
+	}
+	s.PeakMemoryBytes, _ = readInt(filepath.Join(mem, "memory.max_usage_in_bytes"))
+	s.OOMKills, _ = readKey(filepath.Join(mem, "memory.oom_control"), "oom_kill")
+	if ns, err := readInt(filepath.Join(c.dir("cpuacct", path), "cpuacct.usage")); err == nil {
+		s.CPUTime = time.Duration(ns)
+	}
+	s.Pids, _ = readInt(filepath.Join(c.dir("pids", path), "pids.current"))
+	return s, nil
+}
+
+func (c v1) Kill(path string) error {
+	var errs []error
+	for _, ctl := range v1Controllers {
+		errs = append(errs, killProcs(filepath.Join(c.dir(ctl, path), "cgroup.procs")))
+	}
+	return errors.Join(errs...)
+}
+
+func (c v1) Remove(path string) error {
+	var errs []error
+	for _, ctl := range v1Controllers {
+		dir := c.dir(ctl, path)
+		errs = append(errs, rmdirRetry(dir, filepath.Join(dir, "cgroup.procs")))
+	}
+	return errors.Join(errs...)
+}
+
+func (c v1) List(path string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, ctl := range v1Controllers {
+		names, err := listDirs(c.dir(ctl, path))
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+package manager
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Config configures a Manager.
+type Config struct {
+	Backend airlock.Backend
+	Images  airlock.ImageResolver
+	Store   airlock.Store
+	Blobs   airlock.Blobs
+
+	// Limits of a one-shot execution; Timeout is the default wall time.
+	Limits airlock.Limits
+	// MaxTimeout is the most a request may ask for.
+	MaxTimeout time.Duration
+	// DefaultImages maps a language to the image used when the request
+	// names none.
+	DefaultImages map[airlock.Language]string
+	// MaxConcurrent bounds executions running at once on this node; more
+	// wait up to QueueTimeout for a slot, then get a 503 problem.
+	MaxConcurrent int
+	QueueTimeout  time.Duration
+	// Artifact caps.
+	MaxArtifacts      int
+	MaxArtifactBytes  int64 // one file
+	MaxArtifactsTotal int64 // all files of one execution
+
+	Logger *slog.Logger
+	Now    func() time.Time
+	NewID  func() string
+}
+
+// Validate fills defaults and checks the config.
+func (c *Config) Validate() error {
+	if c.Backend == nil || c.Images == nil || c.Store == nil || c.Blobs == nil {
+		return fmt.Errorf("manager: backend, images, store and blobs are required")
+	}
+	if c.Limits == (airlock.Limits{}) {
+		c.Limits = airlock.DefaultLimits
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = 5 * time.Minute
+	}
+	if c.Limits.Timeout > c.MaxTimeout {
+		return fmt.Errorf("manager: default timeout %s exceeds the maximum %s", c.Limits.Timeout, c.MaxTimeout)
+	}
+	if c.DefaultImages == nil {
+		c.DefaultImages = map[airlock.Language]string{
+			airlock.Python: "python-ds",
+			airlock.Bash:   "base",
+			airlock.Node:   "base",
+			airlock.SQL:    "base",
+		}
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = 8
+	}
+	if c.QueueTimeout <= 0 {
+		c.QueueTimeout = 30 * time.Second
+	}
+	if c.MaxArtifacts <= 0 {
+		c.MaxArtifacts = 64
+	}
+	if c.MaxArtifactBytes <= 0 {
+		c.MaxArtifactBytes = 100 << 20
+	}
+	if c.MaxArtifactsTotal <= 0 {
+		c.MaxArtifactsTotal = 256 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = NewID
+	}
+	return nil
+}
+
+// NewID returns a random 128-bit ID in hex, safe in paths and URLs.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}

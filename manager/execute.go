@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/protocol"
+)
+
+// killGrace is how long past the deadline the host waits for the agent to
+// report the kill it does itself, before it destroys the sandbox.
+const killGrace = 2 * time.Second
+
+// Execute runs req in a fresh sandbox and returns the recorded result. A
+// program that fails is a result; an error means the service failed.
+func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID string, req airlock.ExecuteRequest) (*airlock.Execution, error) {
+	if err := req.Validate(m.cfg.MaxTimeout); err != nil {
+		return nil, err
+	}
+	imageName := req.Image
+	if imageName == "" {
+		imageName = m.cfg.DefaultImages[req.Language]
+	}
+	img, err := m.cfg.Images.Resolve(ctx, imageName)
+	if err != nil {
+		return nil, err
+	}
+	limits := m.cfg.Limits
+	if req.TimeoutSec > 0 {
+		limits.Timeout = time.Duration(req.TimeoutSec) * time.Second
+	}
+	if err := m.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer m.release()
+
+	sum := sha256.Sum256([]byte(req.Code))
+	e := &airlock.Execution{
+		ID:         m.cfg.NewID(),
+		TenantID:   tenant.ID,
+		AgentID:    agentID,
+		Language:   req.Language,
+		Image:      img.Name,
+		CodeSHA256: hex.EncodeToString(sum[:]),
+		Status:     airlock.StatusRunning,
+		Artifacts:  []airlock.Artifact{},
+		CreatedAt:  m.cfg.Now().UTC(),
+	}
+	if err := m.cfg.Store.CreateExecution(ctx, e); err != nil {
+		return nil, fmt.Errorf("manager: record execution: %w", err)
+	}
+	runErr := m.run(ctx, e, img, req, limits)
+	finished := m.cfg.Now().UTC()
+	e.FinishedAt = &finished
+	if runErr != nil {
+		e.Status = airlock.StatusFailed
+		e.Error = runErr.Error()
+		m.cfg.Logger.Error("execution failed", "execution", e.ID, "err", runErr)
+	} else {
+		e.Status = airlock.StatusCompleted
+	}
+	// The record is written even if the client went away.
+	if err := m.cfg.Store.FinishExecution(context.WithoutCancel(ctx), e); err != nil {
+		return nil, fmt.Errorf("manager: record result: %w", err)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return nil, runErr
+		}
+		return nil, &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "sandbox-failed", Message: "the sandbox failed; the execution is recorded as failed (execution " + e.ID + ")", Err: runErr}
+	}
+	return e, nil
+}
+
+// run does the sandbox part of an execution and fills e with the result.
+func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Image, req airlock.ExecuteRequest, limits airlock.Limits) error {
+	sb, err := m.cfg.Backend.Create(ctx, airlock.SandboxSpec{
+		ID:     "ex-" + e.ID,
+		Image:  img,
+		Limits: limits,
+		Labels: map[string]string{"airlock.execution": e.ID, "airlock.tenant": e.TenantID},
+	})
+	if err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	defer func() {
+		if err := sb.Destroy(context.WithoutCancel(ctx)); err != nil {
+			m.cfg.Logger.Error("destroy sandbox", "sandbox", sb.ID(), "err", err)
+		}
+	}()
+	agent := sb.Agent()
+	file, argv := program(req.Language)
+	if _, err := agent.Put(ctx, file, 0o644, strings.NewReader(req.Code)); err != nil {
+		return fmt.Errorf("hand in code: %w", err)
+	}
+	before := snapshotDir(sb.WorkspaceDir())
+	stdout := newCappedBuffer(limits.OutputBytes)
+	stderr := newCappedBuffer(limits.OutputBytes)
+	start := time.Now()
+	p, err := agent.Exec(ctx, protocol.ExecRequest{
+		Argv:      argv,
+		Env:       programEnv,
+		Cwd:       "/workspace",
+		TimeoutMS: limits.Timeout.Milliseconds(),
+	}, stdout, stderr)
+	if err != nil {
+		return fmt.Errorf("start program: %w", err)
+	}
+	deadline := time.NewTimer(limits.Timeout + killGrace)
+	defer deadline.Stop()
+	var status protocol.ExitStatus
+	var waitErr error
+	select {
+	case <-p.Done():
+		status, waitErr = p.Wait(ctx)
+	case <-deadline.C:
+		e.TimedOut = true
+		waitErr = errors.New("deadline passed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.DurationMS = time.Since(start).Milliseconds()
+	if err := sb.Stop(ctx); err != nil {
+		return fmt.Errorf("stop sandbox: %w", err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+	}
+	if st, err := sb.Stats(ctx); err == nil {
+		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
+		e.OOMKilled = st.OOMKilled
+	}
+	switch {
+	case waitErr == nil:
+		e.ExitCode = status.Code
+		e.TimedOut = e.TimedOut || status.TimedOut
+		if status.Error != "" {
+			stderr.Write([]byte("airlock: " + status.Error + "\n"))
+		}
+	default:
+		// The program did not report an end: killed at the deadline, or
+		// the whole sandbox died (out of memory). Like a shell, report a
+		// SIGKILL as 128+9.
+		e.ExitCode = 137
+		if !e.TimedOut && !e.OOMKilled {
+			m.cfg.Logger.Warn("sandbox ended without an exit status", "execution", e.ID, "err", waitErr)
+		}
+	}
+	e.Stdout, e.StdoutTruncated = stdout.result()
+	e.Stderr, e.StderrTruncated = stderr.result()
+	arts, truncated, err := m.collect(ctx, e, sb.WorkspaceDir(), before)
+	if err != nil {
+		return fmt.Errorf("collect artifacts: %w", err)
+	}
+	e.Artifacts = arts
+	if e.Artifacts == nil {
+		e.Artifacts = []airlock.Artifact{}
+	}
+	e.ArtifactsTruncated = truncated
+	return nil
+}
