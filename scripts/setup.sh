@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs what Airlock needs on a Debian machine and builds it: Debian
+# packages, runsc (gVisor), the three binaries and the two images. Safe to
+# run again: every step checks first and skips what is already there.
+# Must run as root (runsc, cgroups, mounts and debootstrap need it).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
+# The gVisor release we pin: a pseudo-version of gvisor.dev/gvisor (its
+# "go" branch), built static because a dynamically linked runsc fails
+# inside its own chroot.
+RUNSC_VERSION="v0.0.0-20260905035102-160fafc42237"
+RUNSC_STAMP=/usr/local/lib/airlock/runsc.version
+
+step() { printf '\n==> %s\n' "$*"; }
+t0=$SECONDS
+
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: must run as root (runsc, cgroups, mounts and debootstrap need it); try: sudo $0" >&2
+	exit 1
+fi
+if ! command -v go >/dev/null; then
+	echo "setup: Go is required (1.26 or newer) and was not found on PATH" >&2
+	exit 1
+fi
+
+step "Debian packages"
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v ip >/dev/null || need+=(iproute2)
+command -v mount >/dev/null || need+=(mount)
+[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "installing: ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${need[@]}"
+else
+	echo "all present"
+fi
+
+step "runsc (gVisor) ${RUNSC_VERSION}"
+if command -v runsc >/dev/null && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_VERSION" ]; then
+	echo "present: $(command -v runsc)"
+else
+	echo "building runsc with go install (about a minute)..."
+	if CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"; then
+		mkdir -p "$(dirname "$RUNSC_STAMP")"
+		echo "$RUNSC_VERSION" >"$RUNSC_STAMP"
+		echo "installed /usr/local/bin/runsc"
+	else
+		echo "WARNING: building runsc failed; falling back to Debian's runsc package," >&2
+		echo "WARNING: which is older and may lack the systrap platform." >&2
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q
+		apt-get install -y -q runsc
+		mkdir -p "$(dirname "$RUNSC_STAMP")"
+		echo "debian-package" >"$RUNSC_STAMP"
+	fi
+fi
+
+step "binaries (bin/airlockd, bin/airlock, bin/airlock-agent)"
+cd "$REPO"
+mkdir -p bin
+# All static: the agent must be, and the others lose nothing by it.
+CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlockd ./cmd/airlock ./cmd/airlock-agent
+echo "built in $REPO/bin"
+
+step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"
+mkdir -p "$STATE_DIR"
+chmod 0700 "$STATE_DIR"
+bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent all
+bin/airlock image ls --state-dir "$STATE_DIR"
+
+step "setup done in $((SECONDS - t0)) s"
