@@ -1,0 +1,127 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/airlockhq/airlock"
+)
+
+// ProblemTypePrefix starts the type URI of every Airlock problem document;
+// the rest is the problem's slug (e.g. "unknown-language").
+const ProblemTypePrefix = "urn:airlock:problem:"
+
+// Error is an API error: a non-2xx response, decoded from its RFC 9457
+// problem document when it has one. It unwraps to an *airlock.Error with
+// the same code, so airlock.ErrorCode(err) works on it.
+type Error struct {
+	Status int    // HTTP status of the response
+	Type   string // problem type URI, e.g. "urn:airlock:problem:unknown-language"
+	Title  string
+	Detail string
+	Code   string // airlock error code, e.g. airlock.ENOTFOUND
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("airlock: ")
+	b.WriteString(printable(e.Title))
+	if e.Detail != "" && e.Detail != e.Title {
+		b.WriteString(": ")
+		b.WriteString(printable(e.Detail))
+	}
+	fmt.Fprintf(&b, " (HTTP %d, %s)", e.Status, printable(e.Code))
+	return b.String()
+}
+
+// Unwrap returns the domain error: the code, the problem's slug as Type and
+// the detail (or the title if there is none) as Message.
+func (e *Error) Unwrap() error {
+	msg := e.Detail
+	if msg == "" {
+		msg = e.Title
+	}
+	slug, _ := strings.CutPrefix(e.Type, ProblemTypePrefix)
+	if slug == e.Type {
+		slug = ""
+	}
+	return &airlock.Error{Code: e.Code, Type: slug, Message: msg}
+}
+
+// problem is the wire form of an RFC 9457 problem document with Airlock's
+// extension member "code".
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+}
+
+// problemError turns a non-2xx response into an *Error, reading at most
+// MaxProblemBytes of the body. A body that is not a problem document, or a
+// problem without a known code, still gives an *Error, with a code derived
+// from the status.
+func problemError(resp *http.Response) *Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxProblemBytes+1))
+	drain(resp.Body)
+	e := &Error{Status: resp.StatusCode}
+	var p problem
+	if len(data) <= MaxProblemBytes && isJSONType(resp.Header.Get("Content-Type")) &&
+		json.Unmarshal(data, &p) == nil {
+		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
+	} else if s := strings.TrimSpace(snippet(data, 200)); s != "" {
+		e.Detail = "unexpected " + resp.Header.Get("Content-Type") + " body: " + s
+	}
+	if e.Title == "" {
+		e.Title = http.StatusText(resp.StatusCode)
+		if e.Title == "" {
+			e.Title = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		}
+	}
+	if !knownCodes[e.Code] {
+		e.Code = codeForStatus(resp.StatusCode)
+	}
+	return e
+}
+
+// knownCodes are the airlock error codes; a problem with another (or no)
+// code gets one derived from its status, as httpapi.ErrorFromProblem does.
+var knownCodes = map[string]bool{
+	airlock.ECONFLICT: true, airlock.EINTERNAL: true, airlock.EINVALID: true,
+	airlock.ENOTFOUND: true, airlock.EUNAUTHORIZED: true, airlock.EFORBIDDEN: true,
+	airlock.ETOOLARGE: true, airlock.EUNAVAILABLE: true, airlock.ENOTIMPLEMENTED: true,
+	airlock.ERATELIMITED: true,
+}
+
+// codeForStatus maps an HTTP status to an airlock error code, for error
+// responses that carry none (a proxy's 502, say).
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return airlock.EINVALID
+	case http.StatusUnauthorized:
+		return airlock.EUNAUTHORIZED
+	case http.StatusForbidden:
+		return airlock.EFORBIDDEN
+	case http.StatusNotFound:
+		return airlock.ENOTFOUND
+	case http.StatusConflict:
+		return airlock.ECONFLICT
+	case http.StatusRequestEntityTooLarge:
+		return airlock.ETOOLARGE
+	case http.StatusTooManyRequests:
+		return airlock.ERATELIMITED
+	case http.StatusNotImplemented:
+		return airlock.ENOTIMPLEMENTED
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return airlock.EUNAVAILABLE
+	}
+	if status >= 400 && status < 500 {
+		return airlock.EINVALID
+	}
+	return airlock.EINTERNAL
+}

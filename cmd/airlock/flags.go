@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// Environment variables and defaults shared by the subcommands.
+const (
+	envURL      = "AIRLOCK_URL"
+	envAPIKey   = "AIRLOCK_API_KEY"
+	envStateDir = "AIRLOCK_STATE_DIR"
+
+	fallbackURL      = "http://127.0.0.1:8080"
+	fallbackStateDir = "/var/lib/airlock"
+
+	defaultKeyFile = "default.key" // in the state dir
+	databaseFile   = "airlock.db"  // in the state dir
+	maxKeyFileSize = 4 << 10
+)
+
+// stdio is where a subcommand reads and writes, so tests can capture it.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func osStdio() stdio { return stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr} }
+
+// newFlagSet returns a flag set that prints usageText (and the parse error)
+// to w instead of the flag package's generated listing.
+func newFlagSet(name, usageText string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() { fmt.Fprint(w, usageText) }
+	return fs
+}
+
+// parseArgs parses flags anywhere among the arguments ("tenant create NAME
+// --state-dir DIR" as well as "--state-dir DIR NAME"); "--" ends the flags.
+// It returns the positional arguments in order.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError reports a command-line mistake: it prints the message and a
+// hint, and exits with code.
+func usageError(w io.Writer, cmd string, code int, format string, args ...any) error {
+	fmt.Fprintf(w, "airlock %s: %s\nRun 'airlock %s -h' for usage.\n", cmd, fmt.Sprintf(format, args...), cmd)
+	return exitError{code}
+}
+
+// flagErr turns a parse error into an exit: 0 for -h, code otherwise (the
+// flag package has already printed the error and the usage).
+func flagErr(err error, code int) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitError{0}
+	}
+	return exitError{code}
+}
+
+// envOr returns the environment variable, or def if it is unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// stateDirDefault is $AIRLOCK_STATE_DIR or /var/lib/airlock.
+func stateDirDefault() string { return envOr(envStateDir, fallbackStateDir) }
+
+// serverFlags are --url and --key, shared by the commands that call a
+// server.
+type serverFlags struct {
+	url, key string
+}
+
+func (s *serverFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.url, "url", "", "server URL")
+	fs.StringVar(&s.key, "key", "", "API key")
+}
+
+// serverURL is --url, else $AIRLOCK_URL, else the local default.
+func (s *serverFlags) serverURL() string {
+	if s.url != "" {
+		return s.url
+	}
+	return envOr(envURL, fallbackURL)
+}
+
+// apiKey is --key, else $AIRLOCK_API_KEY, else the state dir's default.key
+// if it can be read, else "".
+func (s *serverFlags) apiKey() string {
+	if s.key != "" {
+		return s.key
+	}
+	if k := os.Getenv(envAPIKey); k != "" {
+		return k
+	}
+	f, err := os.Open(filepath.Join(stateDirDefault(), defaultKeyFile))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// client returns an API client for the flags; hc may be nil.
+func (s *serverFlags) client(hc *http.Client) (*client.Client, error) {
+	return client.New(client.Config{
+		BaseURL:    s.serverURL(),
+		APIKey:     s.apiKey(),
+		HTTPClient: hc,
+		UserAgent:  "airlock-cli/1",
+	})
+}
+
+// newID returns a new random ID: a ULID (sortable by time, 80 random bits
+// from crypto/rand), the same form the sqlite store makes.
+func newID() string {
+	return ulid.MustNew(ulid.Timestamp(time.Now()), rand.Reader).String()
+}
+
+// openStore opens the node's database in stateDir. With mustExist, a
+// missing database is an error instead of being created, so a mistyped
+// --state-dir does not leave a stray empty store behind.
+func openStore(ctx context.Context, stateDir string, mustExist bool) (*sqlite.DB, error) {
+	path := filepath.Join(stateDir, databaseFile)
+	if mustExist {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s (wrong --state-dir or $%s? 'airlock tenant create' makes one)", path, envStateDir)
+		}
+	}
+	return sqlite.Open(ctx, sqlite.Config{Path: path})
+}

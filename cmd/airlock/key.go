@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+const keyUsage = `usage:
+  airlock key create TENANT [--state-dir DIR]
+
+Makes a new API key for TENANT (a tenant name) in this node's store,
+<state-dir>/airlock.db, and prints it on stdout: it is shown this once and
+only its hash is stored. Run it on the server host, as the user that owns
+the state directory (root).
+
+flags:
+  --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
+                   else /var/lib/airlock)
+`
+
+func init() {
+	register("key", "create API keys in this node's store", func(ctx context.Context, args []string) error {
+		return runKey(ctx, args, osStdio())
+	})
+}
+
+func runKey(ctx context.Context, args []string, std stdio) error {
+	if len(args) == 0 {
+		return usageError(std.err, "key", 2, "want a subcommand: create")
+	}
+	switch args[0] {
+	case "create":
+		return runKeyCreate(ctx, args[1:], std)
+	case "-h", "--help", "help":
+		fmt.Fprint(std.err, keyUsage)
+		return nil
+	}
+	return usageError(std.err, "key", 2, "unknown subcommand %q (want create)", args[0])
+}
+
+func runKeyCreate(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("key create", keyUsage, std.err)
+	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 1 {
+		return usageError(std.err, "key", 2, "create wants one TENANT")
+	}
+	name := pos[0]
+	if err := validTenantName(name); err != nil {
+		return err
+	}
+	db, err := openStore(ctx, *stateDir, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	t, err := db.TenantByName(ctx, name)
+	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+		return fmt.Errorf("%w %q (create it with: airlock tenant create %s)", errNoTenant, name, name)
+	}
+	if err != nil {
+		return err
+	}
+	secret, k := airlock.NewAPIKey(t.ID, newID(), time.Now())
+	if err := db.CreateAPIKey(ctx, k); err != nil {
+		return err
+	}
+	fmt.Fprintln(std.out, secret)
+	fmt.Fprintf(std.err, "airlock: created key %s… for tenant %s; it is not shown again\n", k.Prefix, t.Name)
+	return nil
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+const tenantUsage = `usage:
+  airlock tenant create NAME [--state-dir DIR]
+  airlock tenant ls [--state-dir DIR]
+
+Administers the tenants in this node's store, <state-dir>/airlock.db; run it
+on the server host, as the user that owns the state directory (root).
+
+  create  adds a tenant; NAME is 1-64 characters of a-z, 0-9 and '-',
+          starting with a letter. Give it a key with 'airlock key create'.
+  ls      lists the tenants, oldest first
+
+flags:
+  --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
+                   else /var/lib/airlock)
+`
+
+func init() {
+	register("tenant", "create and list tenants in this node's store", func(ctx context.Context, args []string) error {
+		return runTenant(ctx, args, osStdio())
+	})
+}
+
+func runTenant(ctx context.Context, args []string, std stdio) error {
+	if len(args) == 0 {
+		return usageError(std.err, "tenant", 2, "want a subcommand: create or ls")
+	}
+	switch args[0] {
+	case "create":
+		return runTenantCreate(ctx, args[1:], std)
+	case "ls", "list":
+		return runTenantList(ctx, args[1:], std)
+	case "-h", "--help", "help":
+		fmt.Fprint(std.err, tenantUsage)
+		return nil
+	}
+	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create or ls)", args[0])
+}
+
+// validTenantName checks a tenant name: 1-64 characters of [a-z0-9-],
+// starting with a letter.
+func validTenantName(name string) error {
+	ok := len(name) >= 1 && len(name) <= 64 && name[0] >= 'a' && name[0] <= 'z'
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("invalid tenant name %q: use 1-64 characters of a-z, 0-9 and '-', starting with a letter", name)
+	}
+	return nil
+}
+
+func runTenantCreate(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("tenant create", tenantUsage, std.err)
+	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 1 {
+		return usageError(std.err, "tenant", 2, "create wants one NAME")
+	}
+	name := pos[0]
+	if err := validTenantName(name); err != nil {
+		return err
+	}
+	db, err := openStore(ctx, *stateDir, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	t := &airlock.Tenant{ID: newID(), Name: name, CreatedAt: time.Now().UTC()}
+	if err := db.CreateTenant(ctx, t); err != nil {
+		if airlock.ErrorCode(err) == airlock.ECONFLICT {
+			return fmt.Errorf("tenant %q already exists", name)
+		}
+		return err
+	}
+	fmt.Fprintf(std.out, "created tenant %s (%s)\n", t.Name, t.ID)
+	return nil
+}
+
+func runTenantList(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("tenant ls", tenantUsage, std.err)
+	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 0 {
+		return usageError(std.err, "tenant", 2, "ls takes no arguments")
+	}
+	db, err := openStore(ctx, *stateDir, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ts, err := db.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tCREATED")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// errNoTenant is returned when a command names a tenant that does not
+// exist.
+var errNoTenant = errors.New("no such tenant")
