@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockhq/airlock/image"
+)
+
+func init() {
+	register("image", "build and list sandbox images", runImage)
+}
+
+const imageUsage = `usage:
+  airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] NAME...   (NAME may be "all")
+  airlock image ls [--state-dir DIR]`
+
+func runImage(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, imageUsage)
+		return exitError{2}
+	}
+	switch args[0] {
+	case "build":
+		return runImageBuild(ctx, args[1:])
+	case "ls", "list":
+		return runImageList(ctx, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintln(os.Stderr, imageUsage)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "airlock image: unknown subcommand %q\n%s\n", args[0], imageUsage)
+	return exitError{2}
+}
+
+// defaultStateDir is $AIRLOCK_STATE_DIR, else /var/lib/airlock.
+func defaultStateDir() string {
+	if d := os.Getenv("AIRLOCK_STATE_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/airlock"
+}
+
+// defaultAgent is airlock-agent next to the running airlock executable.
+func defaultAgent() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		p := filepath.Join(filepath.Dir(exe), "airlock-agent")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no airlock-agent next to the airlock executable; pass --agent PATH")
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments, which it returns.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return exitError{2}
+}
+
+func runImageBuild(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("airlock image build", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: airlock image build [flags] NAME...\n\nNAME is one of %v or \"all\".\n\nflags:\n", image.Names())
+		fs.PrintDefaults()
+	}
+	stateDir := fs.String("state-dir", defaultStateDir(), "node state directory ($AIRLOCK_STATE_DIR)")
+	agent := fs.String("agent", "", "static airlock-agent binary (default: airlock-agent next to this executable)")
+	mirror := fs.String("mirror", "", "Debian mirror URL (default: from the host's apt sources)")
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError(err)
+	}
+	if len(names) == 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	var specs []string
+	for _, n := range names {
+		if n == "all" {
+			specs = append(specs, image.Names()...)
+			continue
+		}
+		if _, err := image.SpecByName(n); err != nil {
+			return fmt.Errorf("unknown image %q (known: %v, or all)", n, image.Names())
+		}
+		specs = append(specs, n)
+	}
+	if *agent == "" {
+		if *agent, err = defaultAgent(); err != nil {
+			return err
+		}
+	}
+	b, err := image.NewBuilder(image.Config{
+		StateDir:  *stateDir,
+		AgentPath: *agent,
+		Mirror:    *mirror,
+		Progress:  os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	done := map[string]bool{}
+	for _, n := range specs {
+		if done[n] {
+			continue
+		}
+		done[n] = true
+		spec, _ := image.SpecByName(n)
+		start := time.Now()
+		img, err := b.Build(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", n, err)
+		}
+		fmt.Printf("%s %s %s in %s: %s\n", img.Name, image.Short(img.Hash), image.HumanSize(img.SizeBytes),
+			time.Since(start).Round(100*time.Millisecond), img.Rootfs)
+	}
+	return nil
+}
+
+func runImageList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("airlock image ls", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", defaultStateDir(), "node state directory ($AIRLOCK_STATE_DIR)")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: airlock image ls [--state-dir DIR]")
+		return exitError{2}
+	}
+	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir})
+	if err != nil {
+		return err
+	}
+	imgs, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHASH\tSIZE\tBUILT")
+	for _, img := range imgs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Name, image.Short(img.Hash), image.HumanSize(img.SizeBytes),
+			img.BuiltAt.Local().Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
+}

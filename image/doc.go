@@ -1,0 +1,30 @@
+// Package image turns a declarative airlock.ImageSpec into a read-only
+// root filesystem with the agent baked in, and finds built images again.
+//
+// It owns:
+//
+//   - the shipped specs (Specs, SpecByName);
+//   - content hashing of a spec plus the agent binary (Hash, StageHash);
+//   - building: debootstrap from Debian packages, trimming, the sandbox
+//     user, the agent install, a manifest (Builder);
+//   - the on-disk layout under <state>/images and resolving a name to the
+//     newest matching build (Store, an airlock.ImageResolver).
+//
+// On-disk layout, all under <state>/images:
+//
+//	stages/<stagehash>/rootfs       debootstrap output plus trimming; keyed by the
+//	stages/<stagehash>/stage.json   spec alone, shared by every agent build
+//	<name>-<hash12>/rootfs          final image: hard-link copy of the stage
+//	<name>-<hash12>/manifest.json   plus /opt/airlock/bin/airlock-agent
+//	.tmp/                           builds in progress; removed at the next build
+//	.lock                           flock held while building
+//
+// A directory is only ever renamed into place complete, so anything outside
+// .tmp is a finished build. Final rootfs files are hard links into the
+// stage: nothing may write into a built rootfs in place (sandboxes mount it
+// read-only; the builder replaces files, never writes through a link).
+//
+// It must not touch running sandboxes, snapshots or anything a backend
+// mounted: it never removes an image a sandbox may be using except through
+// Prune, which the operator calls.
+package image

@@ -1,0 +1,142 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// lockImages takes the exclusive build lock of imagesDir, waiting for it
+// (and saying so on w) while ctx allows. The returned func releases it.
+func lockImages(ctx context.Context, imagesDir string, w io.Writer) (func(), error) {
+	if err := os.MkdirAll(imagesDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(imagesDir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	said := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		if !said {
+			fmt.Fprintf(w, "waiting for another image build to finish (%s)\n", f.Name())
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// mountsUnder returns the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
+// path in /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c byte
+			ok := true
+			for _, d := range s[i+1 : i+4] {
+				if d < '0' || d > '7' {
+					ok = false
+					break
+				}
+				c = c*8 + byte(d-'0')
+			}
+			if ok {
+				b.WriteByte(c)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeTree removes dir after detaching whatever a killed debootstrap
+// left mounted inside it (proc, sys, dev/pts). It refuses to remove a
+// tree that still has mounts in it.
+func removeTree(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	mps, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for _, mp := range mps {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", mp, err)
+		}
+	}
+	if len(mps) > 0 {
+		if left, err := mountsUnder(dir); err != nil || len(left) > 0 {
+			return fmt.Errorf("refusing to remove %s: still mounted: %v (%v)", dir, left, err)
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// inode identifies a file for counting hard links once.
+type inode struct{ dev, ino uint64 }
+
+// fileInode returns fi's inode and whether it has more than one link.
+func fileInode(fi fs.FileInfo) (inode, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return inode{}, false
+	}
+	return inode{uint64(st.Dev), st.Ino}, st.Nlink > 1
+}
+
+// syncAll flushes every filesystem, so that a directory renamed into
+// place afterwards is complete on disk even after a power cut.
+func syncAll() { syscall.Sync() }

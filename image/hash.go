@@ -1,0 +1,102 @@
+package image
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+
+	"github.com/airlockhq/airlock"
+)
+
+// RecipeVersion names the builder's recipe: the debootstrap options and
+// every step after it. Bump it whenever a change to the builder changes
+// what ends up in a rootfs, so that every image is rebuilt.
+const RecipeVersion = "1"
+
+// ShortLen is the length of the hash prefix used in directory names.
+const ShortLen = 12
+
+// canonicalSpec is the hashed form of a spec: fixed field order, packages
+// sorted and deduplicated, env sorted by key.
+type canonicalSpec struct {
+	Recipe   string      `json:"recipe"`
+	Name     string      `json:"name"`
+	Suite    string      `json:"suite"`
+	Packages []string    `json:"packages"`
+	Env      [][2]string `json:"env"`
+}
+
+// Canonical returns the canonical encoding of spec that the hashes are
+// computed over. Equal specs, whatever the order of their packages, have
+// equal encodings.
+func Canonical(spec airlock.ImageSpec) []byte {
+	c := canonicalSpec{
+		Recipe:   RecipeVersion,
+		Name:     spec.Name,
+		Suite:    spec.Suite,
+		Packages: slices.Compact(slices.Sorted(slices.Values(spec.Packages))),
+		Env:      [][2]string{},
+	}
+	if c.Packages == nil {
+		c.Packages = []string{}
+	}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c.Env = append(c.Env, [2]string{k, spec.Env[k]})
+	}
+	b, err := json.Marshal(c)
+	if err != nil { // strings and slices of strings always marshal
+		panic(err)
+	}
+	return b
+}
+
+// StageHash is the hex sha256 naming the stage of spec: the rootfs before
+// the agent goes in. It does not depend on the agent.
+func StageHash(spec airlock.ImageSpec) string {
+	h := sha256.New()
+	io.WriteString(h, "airlock-image-stage\n")
+	h.Write(Canonical(spec))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Hash is the hex sha256 naming the built image of spec with the agent
+// whose hex sha256 is agentSHA256.
+func Hash(spec airlock.ImageSpec, agentSHA256 string) string {
+	h := sha256.New()
+	io.WriteString(h, "airlock-image\n")
+	h.Write(Canonical(spec))
+	fmt.Fprintf(h, "\nagent-sha256 %s\n", agentSHA256)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Short returns the first ShortLen characters of a hex hash.
+func Short(hash string) string {
+	if len(hash) > ShortLen {
+		return hash[:ShortLen]
+	}
+	return hash
+}
+
+// FileSHA256 returns the hex sha256 of the file at path.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
