@@ -1,0 +1,23 @@
+// Package httpapi is Airlock's HTTP/JSON control API: the routes under /v1,
+// health and readiness, and the OpenAPI 3.1 document that describes them.
+//
+// It owns:
+//   - the HTTP surface: routing (one route table, also checked against
+//     openapi.json by a test), request decoding and limits, JSON responses;
+//   - errors as RFC 9457 problem documents (application/problem+json) with
+//     stable type URIs urn:airlock:problem:<slug>, and the one table from
+//     airlock error code to HTTP status (StatusFor) that the client maps
+//     back with (ErrorFromProblem, DecodeProblem). Internal errors are
+//     logged in full and sent as "internal error", never echoed;
+//   - authentication: bearer API keys hashed with airlock.HashAPIKey and
+//     resolved to a tenant through airlock.Store; the tenant rides in the
+//     request context (TenantFrom). Another tenant's records are 404, never
+//     403;
+//   - signed artifact URLs (HMAC-SHA256, SignArtifactURL) and artifact
+//     downloads from airlock.Blobs under ArtifactBlobKey.
+//
+// It must not touch sandboxes, backends or images (it calls an
+// airlock.Executor and nothing below it), nor SQL or files (it speaks only
+// to airlock.Store and airlock.Blobs). The exit code of user code is a
+// result (200), never an API error.
+package httpapi

@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/airlockhq/airlock"
+)
+
+// ProblemContentType is the media type of every error response (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// ProblemTypePrefix starts every problem type URI. The rest is a stable
+// slug: the airlock.Error's Type if set, else one derived from its code
+// ("not_found" becomes "not-found").
+const ProblemTypePrefix = "urn:airlock:problem:"
+
+// Problem is an RFC 9457 problem document. Code is an extension member: the
+// airlock error code (airlock.EINVALID and so on), so clients need not parse
+// Type to classify an error.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	Code     string `json:"code,omitempty"`
+}
+
+// statusByCode is the one table from airlock error code to HTTP status. The
+// server answers with it and the client maps statuses back with it.
+var statusByCode = map[string]int{
+	airlock.EINVALID:        http.StatusBadRequest,
+	airlock.EUNAUTHORIZED:   http.StatusUnauthorized,
+	airlock.EFORBIDDEN:      http.StatusForbidden,
+	airlock.ENOTFOUND:       http.StatusNotFound,
+	airlock.ECONFLICT:       http.StatusConflict,
+	airlock.ETOOLARGE:       http.StatusRequestEntityTooLarge,
+	airlock.ERATELIMITED:    http.StatusTooManyRequests,
+	airlock.EUNAVAILABLE:    http.StatusServiceUnavailable,
+	airlock.ENOTIMPLEMENTED: http.StatusNotImplemented,
+	airlock.EINTERNAL:       http.StatusInternalServerError,
+}
+
+// StatusFor returns the HTTP status of an airlock error code; 500 for a code
+// it does not know.
+func StatusFor(code string) int {
+	if s, ok := statusByCode[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// codeForStatus is the reverse of statusByCode, for responses that carry no
+// code (a proxy's 502, say): 502 and 504 are EUNAVAILABLE, another 4xx is
+// EINVALID, anything else EINTERNAL.
+func codeForStatus(status int) string {
+	for code, s := range statusByCode {
+		if s == status {
+			return code
+		}
+	}
+	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		return airlock.EUNAVAILABLE
+	}
+	if status >= 400 && status < 500 {
+		return airlock.EINVALID
+	}
+	return airlock.EINTERNAL
+}
+
+// slugFor returns the default problem slug of a code.
+func slugFor(code string) string {
+	if code == "" {
+		code = airlock.EINTERNAL
+	}
+	return strings.ReplaceAll(code, "_", "-")
+}
+
+// newProblem builds a problem document; status 0 means StatusFor(code).
+func newProblem(code, typ string, status int, detail string) *Problem {
+	if status == 0 {
+		status = StatusFor(code)
+	}
+	if typ == "" {
+		typ = slugFor(code)
+	}
+	return &Problem{
+		Type:   ProblemTypePrefix + typ,
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+		Code:   code,
+	}
+}
+
+// problemFor turns an error into the problem sent to the client. Internal
+// errors (code EINTERNAL, including every error that is not an
+// *airlock.Error) become a bare "internal error": their text is for the log
+// only, and internal reports whether the caller must log it.
+func problemFor(err error) (p *Problem, internal bool) {
+	var e *airlock.Error
+	if !errors.As(err, &e) || e.Code == airlock.EINTERNAL || e.Code == "" {
+		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
+	}
+	if _, known := statusByCode[e.Code]; !known {
+		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
+	}
+	return newProblem(e.Code, e.Type, 0, e.Message), false
+}
+
+// ErrorFromProblem maps a problem document back to the domain error: Code
+// from the problem's code member (or, if missing or unknown, from its
+// status), Type from the slug of its type URI, Message from its detail (or
+// title). It returns nil for a nil problem.
+func ErrorFromProblem(p *Problem) *airlock.Error {
+	if p == nil {
+		return nil
+	}
+	code := p.Code
+	if _, known := statusByCode[code]; !known {
+		code = codeForStatus(p.Status)
+	}
+	typ := strings.TrimPrefix(p.Type, ProblemTypePrefix)
+	if typ == p.Type { // not one of ours (or "about:blank")
+		typ = ""
+	}
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Title
+	}
+	if msg == "" {
+		msg = http.StatusText(p.Status)
+	}
+	return &airlock.Error{Code: code, Type: typ, Message: msg}
+}
+
+// maxProblemBytes bounds how much of an error response DecodeProblem reads.
+const maxProblemBytes = 64 << 10
+
+// DecodeProblem returns the error an HTTP response stands for: nil for a
+// status below 400, else an *airlock.Error mapped from the problem document
+// in the body (see ErrorFromProblem) or, if the body is not one, from the
+// status alone. It reads at most 64 KiB of the body and does not close it.
+func DecodeProblem(resp *http.Response) error {
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	var p Problem
+	ok := false
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil &&
+		(mt == ProblemContentType || mt == "application/json") && resp.Body != nil {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
+		ok = err == nil && json.Unmarshal(body, &p) == nil && (p.Type != "" || p.Code != "")
+	}
+	if !ok {
+		p = Problem{Status: resp.StatusCode, Detail: fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
+	}
+	if p.Status == 0 {
+		p.Status = resp.StatusCode
+	}
+	return ErrorFromProblem(&p)
+}

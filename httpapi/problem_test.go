@@ -1,0 +1,143 @@
+package httpapi_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/httpapi"
+)
+
+func TestStatusFor(t *testing.T) {
+	tests := []struct {
+		code   string
+		status int
+	}{
+		{airlock.EINVALID, 400},
+		{airlock.EUNAUTHORIZED, 401},
+		{airlock.EFORBIDDEN, 403},
+		{airlock.ENOTFOUND, 404},
+		{airlock.ECONFLICT, 409},
+		{airlock.ETOOLARGE, 413},
+		{airlock.ERATELIMITED, 429},
+		{airlock.EUNAVAILABLE, 503},
+		{airlock.ENOTIMPLEMENTED, 501},
+		{airlock.EINTERNAL, 500},
+		{"no-such-code", 500},
+		{"", 500},
+	}
+	for _, tt := range tests {
+		if got := httpapi.StatusFor(tt.code); got != tt.status {
+			t.Errorf("StatusFor(%q) = %d, want %d", tt.code, got, tt.status)
+		}
+	}
+}
+
+func TestErrorFromProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		p    *httpapi.Problem
+		want *airlock.Error
+	}{
+		{"typed", &httpapi.Problem{Type: "urn:airlock:problem:unknown-language", Title: "Bad Request", Status: 400, Detail: "unknown language", Code: "invalid"},
+			&airlock.Error{Code: airlock.EINVALID, Type: "unknown-language", Message: "unknown language"}},
+		{"default slug", &httpapi.Problem{Type: "urn:airlock:problem:not-found", Title: "Not Found", Status: 404, Detail: "execution not found", Code: "not_found"},
+			&airlock.Error{Code: airlock.ENOTFOUND, Type: "not-found", Message: "execution not found"}},
+		{"no code: from status", &httpapi.Problem{Type: "urn:airlock:problem:slow-down", Title: "Too Many Requests", Status: 429},
+			&airlock.Error{Code: airlock.ERATELIMITED, Type: "slow-down", Message: "Too Many Requests"}},
+		{"foreign type", &httpapi.Problem{Type: "about:blank", Title: "Bad Gateway", Status: 502},
+			&airlock.Error{Code: airlock.EUNAVAILABLE, Message: "Bad Gateway"}},
+		{"unknown 5xx", &httpapi.Problem{Status: 507, Title: "Insufficient Storage"},
+			&airlock.Error{Code: airlock.EINTERNAL, Message: "Insufficient Storage"}},
+		{"unknown 4xx", &httpapi.Problem{Status: 418, Detail: "teapot"},
+			&airlock.Error{Code: airlock.EINVALID, Message: "teapot"}},
+		{"nil", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := httpapi.ErrorFromProblem(tt.p)
+			if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeProblem(t *testing.T) {
+	mk := func(status int, ct, body string) *http.Response {
+		rec := httptest.NewRecorder()
+		if ct != "" {
+			rec.Header().Set("Content-Type", ct)
+		}
+		rec.WriteHeader(status)
+		io.WriteString(rec, body)
+		return rec.Result()
+	}
+	tests := []struct {
+		name string
+		resp *http.Response
+		want *airlock.Error
+	}{
+		{"ok", mk(200, "application/json", `{}`), nil},
+		{"problem", mk(413, "application/problem+json", `{"type":"urn:airlock:problem:code-too-large","title":"Request Entity Too Large","status":413,"detail":"too big","code":"too_large"}`),
+			&airlock.Error{Code: airlock.ETOOLARGE, Type: "code-too-large", Message: "too big"}},
+		{"problem without status", mk(404, "application/problem+json", `{"type":"urn:airlock:problem:not-found","title":"Not Found"}`),
+			&airlock.Error{Code: airlock.ENOTFOUND, Type: "not-found", Message: "Not Found"}},
+		{"plain text", mk(502, "text/plain", "bad gateway"),
+			&airlock.Error{Code: airlock.EUNAVAILABLE, Message: "HTTP 502 Bad Gateway"}},
+		{"plain 500", mk(500, "", ""),
+			&airlock.Error{Code: airlock.EINTERNAL, Message: "HTTP 500 Internal Server Error"}},
+		{"broken problem", mk(401, "application/problem+json", `{"type":`),
+			&airlock.Error{Code: airlock.EUNAUTHORIZED, Message: "HTTP 401 Unauthorized"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := httpapi.DecodeProblem(tt.resp)
+			if tt.want == nil {
+				if err != nil {
+					t.Errorf("got %v, want nil", err)
+				}
+				return
+			}
+			got, ok := err.(*airlock.Error)
+			if !ok || *got != *tt.want {
+				t.Errorf("got %#v, want %+v", err, tt.want)
+			}
+		})
+	}
+}
+
+// The server's problems decode back to the codes they came from.
+func TestProblemRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		r        req
+		code     string
+		typ      string
+		inDetail string
+	}{
+		{req{method: "GET", path: "/v1/executions"}, airlock.EUNAUTHORIZED, "unauthorized", "API key"},
+		{req{method: "POST", path: "/v1/execute", key: "A", body: `{"language":"cobol","code":"x"}`}, airlock.EINVALID, "unknown-language", "cobol"},
+		{req{method: "GET", path: "/v1/executions/nope", key: "A"}, airlock.ENOTFOUND, "not-found", "nope"},
+		{req{method: "POST", path: "/v1/execute", key: "A", body: `{"language":"python","code":"x","allow_network":true}`}, airlock.EFORBIDDEN, "network-unavailable", "allow_network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			e.t = t
+			if tt.r.key == "A" {
+				tt.r.key = e.keyA
+			}
+			err := httpapi.DecodeProblem(e.do(tt.r))
+			got, ok := err.(*airlock.Error)
+			if !ok || got.Code != tt.code || got.Type != tt.typ || !strings.Contains(got.Message, tt.inDetail) {
+				t.Errorf("got %#v, want code %s type %s", err, tt.code, tt.typ)
+			}
+			if httpapi.StatusFor(got.Code) != httpapi.StatusFor(tt.code) {
+				t.Errorf("status mismatch")
+			}
+		})
+	}
+}
