@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,15 +67,80 @@ type execHandler struct {
 	s      *server
 	stream uint32
 	pid    int
-	stdin  chan []byte // nil when the exec did not ask for stdin
-	once   sync.Once
+	stdin  *stdinQueue // nil when the exec did not ask for stdin
+}
+
+// stdinQueue holds the host's stdin bytes for one program. Queueing never
+// blocks, so a program that does not read its stdin cannot stall the
+// dispatch loop (and with it every other stream); bytes that arrive after
+// the close, or after the program stopped reading, are dropped.
+type stdinQueue struct {
+	mu     sync.Mutex
+	bufs   [][]byte
+	closed bool
+	ready  chan struct{} // capacity 1: wakes the writer
+}
+
+func newStdinQueue() *stdinQueue { return &stdinQueue{ready: make(chan struct{}, 1)} }
+
+func (q *stdinQueue) push(b []byte) {
+	q.mu.Lock()
+	if !q.closed {
+		q.bufs = append(q.bufs, b)
+	}
+	q.mu.Unlock()
+	q.wake()
+}
+
+// close ends the input after what is queued.
+func (q *stdinQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.wake()
+}
+
+// drop ends the input now, discarding what is queued.
+func (q *stdinQueue) drop() {
+	q.mu.Lock()
+	q.closed = true
+	q.bufs = nil
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *stdinQueue) wake() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next bytes; false once the input has ended.
+func (q *stdinQueue) next() ([]byte, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.bufs) > 0 {
+			b := q.bufs[0]
+			q.bufs[0] = nil
+			q.bufs = q.bufs[1:]
+			q.mu.Unlock()
+			return b, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.ready
+	}
 }
 
 func (h *execHandler) frame(f protocol.Frame) {
 	switch f.Type {
 	case protocol.TStdin:
 		if h.stdin != nil {
-			h.stdin <- f.Payload
+			h.stdin.push(f.Payload)
 		}
 	case protocol.TStdinClose:
 		h.closeStdin()
@@ -87,7 +154,7 @@ func (h *execHandler) frame(f protocol.Frame) {
 
 func (h *execHandler) closeStdin() {
 	if h.stdin != nil {
-		h.once.Do(func() { close(h.stdin) })
+		h.stdin.close()
 	}
 }
 
@@ -135,7 +202,7 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		}
 		cmd.Stdin = stdinR
 		defer stdinR.Close()
-		h.stdin = make(chan []byte, 16)
+		h.stdin = newStdinQueue()
 	}
 	s.procs.mu.Lock() // hold the reaper off until the PID is tracked
 	err = cmd.Start()
@@ -160,10 +227,13 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 	if stdinW != nil {
 		go func() {
 			defer stdinW.Close()
-			for b := range h.stdin {
+			for {
+				b, ok := h.stdin.next()
+				if !ok {
+					return
+				}
 				if _, err := stdinW.Write(b); err != nil {
-					for range h.stdin { // discard the rest
-					}
+					h.stdin.drop() // the program stopped reading
 					return
 				}
 			}
@@ -176,11 +246,13 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		go s.pipeOut(&wg, stream, protocol.TStdout, outR)
 		go s.pipeOut(&wg, stream, protocol.TStderr, errR)
 
-		var timedOut bool
+		var timedOut atomic.Bool // set on the timer's goroutine
 		var timer *time.Timer
-		if req.TimeoutMS > 0 {
+		// A timeout too long for a Duration (centuries) is no timeout; it
+		// must not overflow into a negative one that fires at once.
+		if req.TimeoutMS > 0 && req.TimeoutMS <= math.MaxInt64/int64(time.Millisecond) {
 			timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() {
-				timedOut = true
+				timedOut.Store(true)
 				syscall.Kill(-h.pid, syscall.SIGKILL)
 			})
 		}
@@ -200,11 +272,14 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 			errR.Close()
 			<-done
 		}
-		h.closeStdin()
+		if h.stdin != nil {
+			// Nobody is left to read what is still queued.
+			h.stdin.drop()
+		}
 		s.procs.remove(h.pid)
 		s.setHandler(stream, nil)
 		st := exitStatus(cmd.ProcessState, werr)
-		st.TimedOut = timedOut
+		st.TimedOut = timedOut.Load()
 		s.send(protocol.Frame{Type: protocol.TExit, Stream: stream, Payload: protocol.Encode(st)})
 	}()
 }

@@ -35,8 +35,9 @@ func (s *server) resolve(p string, noFollowLast bool) (string, error) {
 		}
 		fi, err := os.Lstat(full)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && i == len(segs)-1 {
-				break
+			if errors.Is(err, fs.ErrNotExist) {
+				// Nothing below a missing directory exists yet either.
+				return filepath.Join(append([]string{full}, segs[i+1:]...)...), nil
 			}
 			return "", err
 		}

@@ -1,0 +1,195 @@
+// Command airlockd is the Airlock server: the HTTP API, the execution
+// manager and the gVisor backend of one node, on embedded defaults
+// (SQLite and local directories under --state-dir). It runs as root.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/gvisor"
+	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+type options struct {
+	listen         string
+	stateDir       string
+	agentPath      string
+	maxTimeout     time.Duration
+	defaultTimeout time.Duration
+	maxConcurrent  int
+	memoryMiB      int64
+	logLevel       string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.listen, "listen", envOr("AIRLOCK_LISTEN", "127.0.0.1:8080"), "address to serve the API on (env AIRLOCK_LISTEN)")
+	flag.StringVar(&o.stateDir, "state-dir", envOr("AIRLOCK_STATE_DIR", "/var/lib/airlock"), "state directory: database, blobs, images, sandboxes (env AIRLOCK_STATE_DIR)")
+	flag.StringVar(&o.agentPath, "agent", "", "airlock-agent binary the images must carry (default: next to airlockd, if present)")
+	flag.DurationVar(&o.maxTimeout, "max-timeout", 5*time.Minute, "longest wall time a request may ask for")
+	flag.DurationVar(&o.defaultTimeout, "default-timeout", airlock.DefaultLimits.Timeout, "wall time when a request names none")
+	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "executions running at once on this node")
+	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
+	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: bad --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, logger); err != nil {
+		logger.Error("airlockd stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, logger *slog.Logger) error {
+	if os.Geteuid() != 0 {
+		return errors.New("airlockd must run as root (runsc, cgroups and mounts need it)")
+	}
+	if !filepath.IsAbs(o.stateDir) {
+		abs, err := filepath.Abs(o.stateDir)
+		if err != nil {
+			return err
+		}
+		o.stateDir = abs
+	}
+	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
+		return err
+	}
+	if o.agentPath == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "airlock-agent"); fileExists(p) {
+				o.agentPath = p
+			}
+		}
+	}
+
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db")})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(o.stateDir, "blobs")})
+	if err != nil {
+		return err
+	}
+	images, err := image.NewStore(image.StoreConfig{StateDir: o.stateDir, AgentPath: o.agentPath})
+	if err != nil {
+		return err
+	}
+	backend, err := gvisor.New(gvisor.Config{StateDir: filepath.Join(o.stateDir, "gvisor"), Logger: logger})
+	if err != nil {
+		return err
+	}
+	limits := airlock.DefaultLimits
+	limits.Timeout = o.defaultTimeout
+	limits.MemoryBytes = o.memoryMiB << 20
+	mgr, err := manager.New(manager.Config{
+		Backend:       backend,
+		Images:        images,
+		Store:         store,
+		Blobs:         blobs,
+		Limits:        limits,
+		MaxTimeout:    o.maxTimeout,
+		MaxConcurrent: o.maxConcurrent,
+		Logger:        logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
+		return err
+	}
+	signingKey, err := loadOrCreateKey(filepath.Join(o.stateDir, "signing.key"))
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Store:      store,
+		Blobs:      blobs,
+		Executor:   mgr,
+		Ready:      readiness(images),
+		SigningKey: signingKey,
+		MaxTimeout: o.maxTimeout,
+		Logger:     logger,
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      o.maxTimeout + 2*time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	logger.Info("airlockd serving", "addr", ln.Addr().String(), "state_dir", o.stateDir)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: waiting for running executions")
+	sctx, cancel := context.WithTimeout(context.Background(), o.maxTimeout+30*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// readiness reports ready when runsc and the default images are present.
+func readiness(images airlock.ImageResolver) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if _, err := execLookPath("runsc"); err != nil {
+			return airlock.Errorf(airlock.EUNAVAILABLE, "runsc is not installed")
+		}
+		for _, name := range []string{"base", "python-ds"} {
+			if _, err := images.Resolve(ctx, name); err != nil {
+				return airlock.Errorf(airlock.EUNAVAILABLE, "image %s is not built", name)
+			}
+		}
+		return nil
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
