@@ -42,12 +42,12 @@ type SandboxSpec struct {
 // Capabilities describes what a backend can do; the manager consults it
 // instead of switching on backend names.
 type Capabilities struct {
-	Snapshot           bool
-	Pause              bool
-	HardwareIsolation  bool
-	NetworkModes       []string
-	RequiresRoot       bool
-	SeparateKernel     bool // the sandbox does not share the host kernel's syscall surface
+	Snapshot          bool
+	Pause             bool
+	HardwareIsolation bool
+	NetworkModes      []string
+	RequiresRoot      bool
+	SeparateKernel    bool // the sandbox does not share the host kernel's syscall surface
 }
 
 // Backend creates sandboxes. gvisor implements it today.

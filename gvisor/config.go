@@ -61,5 +61,5 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func (c *Config) runscRoot() string   { return filepath.Join(c.StateDir, "runsc") }
+func (c *Config) runscRoot() string    { return filepath.Join(c.StateDir, "runsc") }
 func (c *Config) sandboxesDir() string { return filepath.Join(c.StateDir, "sandboxes") }

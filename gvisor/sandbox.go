@@ -53,8 +53,8 @@ func (s *Sandbox) Done() <-chan struct{} { return s.exited }
 
 // pipeConn joins the stdio pipes of `runsc run` into one stream.
 type pipeConn struct {
-	io.ReadCloser  // the container's stdout
-	w io.WriteCloser // the container's stdin
+	io.ReadCloser                // the container's stdout
+	w             io.WriteCloser // the container's stdin
 }
 
 func (c pipeConn) Write(b []byte) (int, error) { return c.w.Write(b) }
