@@ -94,7 +94,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec) error {
 			return fmt.Errorf("gvisor: %w", err)
 		}
 	}
-	if err := mountDisk(disk, spec.Limits.DiskBytes); err != nil {
+	if err := mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
 		return err
 	}
 	workspace, tmp := filepath.Join(disk, "workspace"), filepath.Join(disk, "tmp")
