@@ -42,6 +42,7 @@ type options struct {
 	maxConcurrent  int
 	memoryMiB      int64
 	logLevel       string
+	cgroupParent   string
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "executions running at once on this node")
 	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
 	flag.Parse()
 
 	var level slog.Level
@@ -106,7 +108,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	backend, err := gvisor.New(gvisor.Config{StateDir: filepath.Join(o.stateDir, "gvisor"), Logger: logger})
+	backend, err := gvisor.New(gvisor.Config{StateDir: filepath.Join(o.stateDir, "gvisor"), CgroupParent: o.cgroupParent, Logger: logger})
 	if err != nil {
 		return err
 	}
