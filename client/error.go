@@ -82,46 +82,9 @@ func problemError(resp *http.Response) *Error {
 			e.Title = fmt.Sprintf("HTTP %d", resp.StatusCode)
 		}
 	}
-	if !knownCodes[e.Code] {
-		e.Code = codeForStatus(resp.StatusCode)
+	if !airlock.KnownCode(e.Code) {
+		e.Code = airlock.CodeForStatus(resp.StatusCode)
 	}
 	return e
 }
 
-// knownCodes are the airlock error codes; a problem with another (or no)
-// code gets one derived from its status, as httpapi.ErrorFromProblem does.
-var knownCodes = map[string]bool{
-	airlock.ECONFLICT: true, airlock.EINTERNAL: true, airlock.EINVALID: true,
-	airlock.ENOTFOUND: true, airlock.EUNAUTHORIZED: true, airlock.EFORBIDDEN: true,
-	airlock.ETOOLARGE: true, airlock.EUNAVAILABLE: true, airlock.ENOTIMPLEMENTED: true,
-	airlock.ERATELIMITED: true,
-}
-
-// codeForStatus maps an HTTP status to an airlock error code, for error
-// responses that carry none (a proxy's 502, say).
-func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return airlock.EINVALID
-	case http.StatusUnauthorized:
-		return airlock.EUNAUTHORIZED
-	case http.StatusForbidden:
-		return airlock.EFORBIDDEN
-	case http.StatusNotFound:
-		return airlock.ENOTFOUND
-	case http.StatusConflict:
-		return airlock.ECONFLICT
-	case http.StatusRequestEntityTooLarge:
-		return airlock.ETOOLARGE
-	case http.StatusTooManyRequests:
-		return airlock.ERATELIMITED
-	case http.StatusNotImplemented:
-		return airlock.ENOTIMPLEMENTED
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return airlock.EUNAVAILABLE
-	}
-	if status >= 400 && status < 500 {
-		return airlock.EINVALID
-	}
-	return airlock.EINTERNAL
-}

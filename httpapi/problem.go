@@ -32,47 +32,9 @@ type Problem struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// statusByCode is the one table from airlock error code to HTTP status. The
-// server answers with it and the client maps statuses back with it.
-var statusByCode = map[string]int{
-	airlock.EINVALID:        http.StatusBadRequest,
-	airlock.EUNAUTHORIZED:   http.StatusUnauthorized,
-	airlock.EFORBIDDEN:      http.StatusForbidden,
-	airlock.ENOTFOUND:       http.StatusNotFound,
-	airlock.ECONFLICT:       http.StatusConflict,
-	airlock.ETOOLARGE:       http.StatusRequestEntityTooLarge,
-	airlock.ERATELIMITED:    http.StatusTooManyRequests,
-	airlock.EUNAVAILABLE:    http.StatusServiceUnavailable,
-	airlock.ENOTIMPLEMENTED: http.StatusNotImplemented,
-	airlock.EINTERNAL:       http.StatusInternalServerError,
-}
-
-// StatusFor returns the HTTP status of an airlock error code; 500 for a code
-// it does not know.
-func StatusFor(code string) int {
-	if s, ok := statusByCode[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
-// codeForStatus is the reverse of statusByCode, for responses that carry no
-// code (a proxy's 502, say): 502 and 504 are EUNAVAILABLE, another 4xx is
-// EINVALID, anything else EINTERNAL.
-func codeForStatus(status int) string {
-	for code, s := range statusByCode {
-		if s == status {
-			return code
-		}
-	}
-	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
-		return airlock.EUNAVAILABLE
-	}
-	if status >= 400 && status < 500 {
-		return airlock.EINVALID
-	}
-	return airlock.EINTERNAL
-}
+// StatusFor returns the HTTP status of an airlock error code (the one
+// table, airlock.HTTPStatus); 500 for a code it does not know.
+func StatusFor(code string) int { return airlock.HTTPStatus(code) }
 
 // slugFor returns the default problem slug of a code.
 func slugFor(code string) string {
@@ -108,7 +70,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if !errors.As(err, &e) || e.Code == airlock.EINTERNAL || e.Code == "" {
 		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
 	}
-	if _, known := statusByCode[e.Code]; !known {
+	if !airlock.KnownCode(e.Code) {
 		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
 	}
 	return newProblem(e.Code, e.Type, 0, e.Message), false
@@ -123,8 +85,8 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 		return nil
 	}
 	code := p.Code
-	if _, known := statusByCode[code]; !known {
-		code = codeForStatus(p.Status)
+	if !airlock.KnownCode(code) {
+		code = airlock.CodeForStatus(p.Status)
 	}
 	typ := strings.TrimPrefix(p.Type, ProblemTypePrefix)
 	if typ == p.Type { // not one of ours (or "about:blank")
