@@ -87,4 +87,3 @@ func problemError(resp *http.Response) *Error {
 	}
 	return e
 }
-
