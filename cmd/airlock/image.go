@@ -19,7 +19,8 @@ func init() {
 
 const imageUsage = `usage:
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] NAME...   (NAME may be "all")
-  airlock image ls [--state-dir DIR]`
+  airlock image ls [--state-dir DIR]
+  airlock image prune [--state-dir DIR] [--agent PATH]   (removes images other than the current one of each name)`
 
 func runImage(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -31,20 +32,14 @@ func runImage(ctx context.Context, args []string) error {
 		return runImageBuild(ctx, args[1:])
 	case "ls", "list":
 		return runImageList(ctx, args[1:])
+	case "prune":
+		return runImagePrune(ctx, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprintln(os.Stderr, imageUsage)
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "airlock image: unknown subcommand %q\n%s\n", args[0], imageUsage)
 	return exitError{2}
-}
-
-// defaultStateDir is $AIRLOCK_STATE_DIR, else /var/lib/airlock.
-func defaultStateDir() string {
-	if d := os.Getenv("AIRLOCK_STATE_DIR"); d != "" {
-		return d
-	}
-	return "/var/lib/airlock"
 }
 
 // defaultAgent is airlock-agent next to the running airlock executable.
@@ -59,41 +54,18 @@ func defaultAgent() (string, error) {
 	return "", errors.New("no airlock-agent next to the airlock executable; pass --agent PATH")
 }
 
-// parseInterspersed parses flags that may come before or after the
-// positional arguments, which it returns.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	return exitError{2}
-}
-
 func runImageBuild(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("airlock image build", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: airlock image build [flags] NAME...\n\nNAME is one of %v or \"all\".\n\nflags:\n", image.Names())
 		fs.PrintDefaults()
 	}
-	stateDir := fs.String("state-dir", defaultStateDir(), "node state directory ($AIRLOCK_STATE_DIR)")
+	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	agent := fs.String("agent", "", "static airlock-agent binary (default: airlock-agent next to this executable)")
 	mirror := fs.String("mirror", "", "Debian mirror URL (default: from the host's apt sources)")
-	names, err := parseInterspersed(fs, args)
+	names, err := parseArgs(fs, args)
 	if err != nil {
-		return flagError(err)
+		return flagErr(err, 2)
 	}
 	if len(names) == 0 {
 		fs.Usage()
@@ -144,9 +116,9 @@ func runImageBuild(ctx context.Context, args []string) error {
 
 func runImageList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("airlock image ls", flag.ContinueOnError)
-	stateDir := fs.String("state-dir", defaultStateDir(), "node state directory ($AIRLOCK_STATE_DIR)")
+	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+		return flagErr(err, 2)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: airlock image ls [--state-dir DIR]")
@@ -167,4 +139,31 @@ func runImageList(ctx context.Context, args []string) error {
 			img.BuiltAt.Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
+}
+
+func runImagePrune(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("airlock image prune", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
+	agent := fs.String("agent", "", "the node's airlock-agent: images for it are kept (default: next to airlock)")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err, 2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: airlock image prune [--state-dir DIR] [--agent PATH]")
+		return exitError{2}
+	}
+	if *agent == "" {
+		if p, err := defaultAgent(); err == nil {
+			*agent = p
+		}
+	}
+	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir, AgentPath: *agent})
+	if err != nil {
+		return err
+	}
+	removed, err := st.Prune(ctx)
+	for _, d := range removed {
+		fmt.Fprintf(os.Stderr, "removed %s\n", d)
+	}
+	return err
 }
