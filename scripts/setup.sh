@@ -28,6 +28,7 @@ fi
 step "Debian packages"
 need=()
 command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v ip >/dev/null || need+=(iproute2)
 command -v mount >/dev/null || need+=(mount)
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
