@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -228,7 +229,8 @@ func (s *server) list(stream uint32, p string) {
 	entries := make([]protocol.FileInfo, 0, len(names))
 	for _, n := range names {
 		fi, err := os.Lstat(filepath.Join(full, n))
-		if err != nil || len(n) > protocol.MaxNameBytes {
+		// Invalid UTF-8 would reach the host mangled (and longer).
+		if err != nil || len(n) > protocol.MaxNameBytes || !utf8.ValidString(n) {
 			continue
 		}
 		entries = append(entries, fileInfo(n, fi))

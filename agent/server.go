@@ -68,6 +68,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
 		quit:    make(chan struct{}),
 	}
 	defer s.procs.killAll()
+	defer s.abortStreams() // e.g. remove the temporary file of an unfinished put
 	s.startReaper()
 	if err := s.send(protocol.Frame{Type: protocol.THello, Payload: protocol.Encode(protocol.Hello{
 		Version: protocol.Version, Agent: cfg.Build, PID: os.Getpid(),
@@ -128,6 +129,18 @@ func (s *server) setHandler(id uint32, h streamHandler) {
 		delete(s.streams, id)
 	} else {
 		s.streams[id] = h
+	}
+}
+
+// abortStreams ends every open stream. Serve calls it once its dispatch
+// loop is over, so no handler is running.
+func (s *server) abortStreams() {
+	s.mu.Lock()
+	streams := s.streams
+	s.streams = map[uint32]streamHandler{}
+	s.mu.Unlock()
+	for _, h := range streams {
+		h.abort()
 	}
 }
 

@@ -28,13 +28,16 @@ type Client struct {
 	streams map[uint32]*stream
 	err     error // set once, when the read loop ends
 
-	hello chan Hello
-	done  chan struct{}
+	hello     chan Hello
+	done      chan struct{}
+	closing   chan struct{} // closed by Close, so the read loop never blocks it
+	closeOnce sync.Once
 }
 
 // stream receives the frames of one request.
 type stream struct {
 	frames chan Frame
+	gone   chan struct{} // closed once the request stops reading frames
 }
 
 // NewClient starts reading frames from conn. Close it when done.
@@ -45,6 +48,7 @@ func NewClient(conn io.ReadWriteCloser) *Client {
 		streams: map[uint32]*stream{},
 		hello:   make(chan Hello, 1),
 		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	go c.readLoop()
 	return c
@@ -62,6 +66,7 @@ func (c *Client) Err() error {
 
 // Close ends the connection. Pending requests fail with ErrClosed.
 func (c *Client) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	err := c.conn.Close()
 	<-c.done
 	return err
@@ -102,6 +107,7 @@ func (c *Client) readLoop() {
 				err = ErrClosed
 			}
 			c.fail(err)
+			c.conn.Close() // the stream is unusable (EOF or a bad frame); unblock writers
 			return
 		}
 		if f.Stream == 0 {
@@ -135,7 +141,9 @@ func (c *Client) readLoop() {
 		}
 		select {
 		case s.frames <- f:
-		case <-c.done:
+		case <-s.gone: // the request ended while we held its stream
+		case <-c.closing:
+			c.fail(ErrClosed)
 			return
 		}
 	}
@@ -151,7 +159,7 @@ func (c *Client) open(req Request) (uint32, *stream, error) {
 	}
 	id := c.next
 	c.next += 2
-	s := &stream{frames: make(chan Frame, 16)}
+	s := &stream{frames: make(chan Frame, 16), gone: make(chan struct{})}
 	c.streams[id] = s
 	c.mu.Unlock()
 	if err := c.write(Frame{Type: TRequest, Stream: id, Payload: Encode(req)}); err != nil {
@@ -163,8 +171,12 @@ func (c *Client) open(req Request) (uint32, *stream, error) {
 
 func (c *Client) forget(id uint32) {
 	c.mu.Lock()
+	s := c.streams[id]
 	delete(c.streams, id)
 	c.mu.Unlock()
+	if s != nil {
+		close(s.gone)
+	}
 }
 
 func (c *Client) write(f Frame) error {

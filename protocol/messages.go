@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits on what either side may send, checked on decode.
@@ -127,9 +128,7 @@ func (s *ExitStatus) Validate() error {
 	if s.Signal < 0 || s.Signal > 64 {
 		return fmt.Errorf("signal %d out of range", s.Signal)
 	}
-	if len(s.Error) > MaxPathBytes {
-		s.Error = s.Error[:MaxPathBytes]
-	}
+	s.Error = cut(s.Error, MaxPathBytes)
 	return nil
 }
 
@@ -202,10 +201,20 @@ func (e *ErrorMessage) Validate() error {
 	if len(e.Code) > 64 {
 		return fmt.Errorf("error code too long")
 	}
-	if len(e.Message) > 4096 {
-		e.Message = e.Message[:4096]
-	}
+	e.Message = cut(e.Message, 4096)
 	return nil
+}
+
+// cut shortens s to at most n bytes without splitting a UTF-8 sequence, so
+// the result stays valid text (and survives re-encoding unchanged).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // SignalRequest delivers a signal to a running exec's process group.
@@ -231,7 +240,8 @@ func Decode(payload []byte, v validator) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("protocol: decode: %w", err)
 	}
-	if dec.More() {
+	// dec.More is not enough: it reports false for a stray ']' or '}'.
+	if rest := payload[dec.InputOffset():]; len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
 		return fmt.Errorf("protocol: trailing data")
 	}
 	if err := v.Validate(); err != nil {
@@ -273,7 +283,8 @@ func CleanPath(p string) (root, rel string, err error) {
 		if root == "" {
 			return "", "", fmt.Errorf("path %q is outside %s", p, strings.Join(Roots, " and "))
 		}
-		p = strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+		// TrimLeft, not TrimPrefix: "/workspace//x" must not leave "/x".
+		p = strings.TrimLeft(strings.TrimPrefix(p, root), "/")
 		if p == "" {
 			p = "."
 		}
