@@ -162,6 +162,9 @@ func (h *execHandler) abort() { syscall.Kill(-h.pid, syscall.SIGKILL) }
 
 // exec starts a program and streams its output until it ends.
 func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequest) {
+	if w := s.takeWarm(req); w != nil && s.execWarm(stream, req, w) {
+		return
+	}
 	cwd := s.cfg.Workspace
 	if req.Cwd != "" {
 		cwd = req.Cwd
@@ -240,48 +243,52 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		}()
 	}
 
-	go func() {
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go s.pipeOut(&wg, stream, protocol.TStdout, outR)
-		go s.pipeOut(&wg, stream, protocol.TStderr, errR)
+	out := &outputTarget{s: s, stream: stream}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go s.pipeOut(&wg, out, protocol.TStdout, outR)
+	go s.pipeOut(&wg, out, protocol.TStderr, errR)
+	go s.supervise(stream, h, cmd, &wg, outR, errR, req.TimeoutMS)
+}
 
-		var timedOut atomic.Bool // set on the timer's goroutine
-		var timer *time.Timer
-		// A timeout too long for a Duration (centuries) is no timeout; it
-		// must not overflow into a negative one that fires at once.
-		if req.TimeoutMS > 0 && req.TimeoutMS <= math.MaxInt64/int64(time.Millisecond) {
-			timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() {
-				timedOut.Store(true)
-				syscall.Kill(-h.pid, syscall.SIGKILL)
-			})
-		}
-		werr := cmd.Wait()
-		if timer != nil {
-			timer.Stop()
-		}
-		// The program is done: end what it left in its group, then give
-		// its pipes a moment to drain before closing them.
-		syscall.Kill(-h.pid, syscall.SIGKILL)
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(drainGrace):
-			outR.Close()
-			errR.Close()
-			<-done
-		}
-		if h.stdin != nil {
-			// Nobody is left to read what is still queued.
-			h.stdin.drop()
-		}
-		s.procs.remove(h.pid)
-		s.setHandler(stream, nil)
-		st := exitStatus(cmd.ProcessState, werr)
-		st.TimedOut = timedOut.Load()
-		s.send(protocol.Frame{Type: protocol.TExit, Stream: stream, Payload: protocol.Encode(st)})
-	}()
+// supervise waits for a started program, enforces its timeout, drains its
+// output and reports its exit status on the stream.
+func (s *server) supervise(stream uint32, h *execHandler, cmd *exec.Cmd, wg *sync.WaitGroup, outR, errR *os.File, timeoutMS int64) {
+	var timedOut atomic.Bool // set on the timer's goroutine
+	var timer *time.Timer
+	// A timeout too long for a Duration (centuries) is no timeout; it
+	// must not overflow into a negative one that fires at once.
+	if timeoutMS > 0 && timeoutMS <= math.MaxInt64/int64(time.Millisecond) {
+		timer = time.AfterFunc(time.Duration(timeoutMS)*time.Millisecond, func() {
+			timedOut.Store(true)
+			syscall.Kill(-h.pid, syscall.SIGKILL)
+		})
+	}
+	werr := cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	// The program is done: end what it left in its group, then give
+	// its pipes a moment to drain before closing them.
+	syscall.Kill(-h.pid, syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(drainGrace):
+		outR.Close()
+		errR.Close()
+		<-done
+	}
+	if h.stdin != nil {
+		// Nobody is left to read what is still queued.
+		h.stdin.drop()
+	}
+	s.procs.remove(h.pid)
+	s.setHandler(stream, nil)
+	st := exitStatus(cmd.ProcessState, werr)
+	st.TimedOut = timedOut.Load()
+	s.send(protocol.Frame{Type: protocol.TExit, Stream: stream, Payload: protocol.Encode(st)})
 }
 
 // startFailed reports a program that could not start as an exit status
@@ -314,7 +321,7 @@ func errString(err error) string {
 }
 
 // pipeOut streams one output pipe as frames until EOF.
-func (s *server) pipeOut(wg *sync.WaitGroup, stream uint32, t protocol.Type, r io.ReadCloser) {
+func (s *server) pipeOut(wg *sync.WaitGroup, out *outputTarget, t protocol.Type, r io.ReadCloser) {
 	defer wg.Done()
 	defer r.Close()
 	buf := make([]byte, 64<<10)
@@ -323,7 +330,7 @@ func (s *server) pipeOut(wg *sync.WaitGroup, stream uint32, t protocol.Type, r i
 		if n > 0 {
 			payload := make([]byte, n)
 			copy(payload, buf[:n])
-			if s.send(protocol.Frame{Type: t, Stream: stream, Payload: payload}) != nil {
+			if out.send(t, payload) != nil {
 				return
 			}
 		}
@@ -331,4 +338,46 @@ func (s *server) pipeOut(wg *sync.WaitGroup, stream uint32, t protocol.Type, r i
 			return
 		}
 	}
+}
+
+// maxPendingOutput bounds what a warm runtime may print before a request
+// is attached to it; the rest is dropped.
+const maxPendingOutput = 64 << 10
+
+// outputTarget is where a program's output frames go: a fixed stream, or,
+// for a warm runtime started before any request, a stream attached later.
+// Output before that is kept (up to maxPendingOutput) and sent on attach.
+type outputTarget struct {
+	s       *server
+	mu      sync.Mutex
+	stream  uint32 // 0 until attached
+	pending []protocol.Frame
+	size    int
+}
+
+func (o *outputTarget) send(t protocol.Type, payload []byte) error {
+	o.mu.Lock()
+	if o.stream == 0 {
+		if o.size+len(payload) <= maxPendingOutput {
+			o.pending = append(o.pending, protocol.Frame{Type: t, Payload: payload})
+			o.size += len(payload)
+		}
+		o.mu.Unlock()
+		return nil
+	}
+	stream := o.stream
+	o.mu.Unlock()
+	return o.s.send(protocol.Frame{Type: t, Stream: stream, Payload: payload})
+}
+
+// attach sends what is pending on stream and everything after it too.
+func (o *outputTarget) attach(stream uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range o.pending {
+		f.Stream = stream
+		o.s.send(f)
+	}
+	o.pending, o.size = nil, 0
+	o.stream = stream
 }

@@ -41,6 +41,7 @@ type server struct {
 	mu      sync.Mutex
 	streams map[uint32]streamHandler
 	procs   *processTable
+	warm    map[string]*warmRuntime // prepared runtimes by name, guarded by mu
 	quit    chan struct{}
 }
 
@@ -64,6 +65,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
 		conn:    conn,
 		start:   time.Now(),
 		streams: map[uint32]streamHandler{},
+		warm:    map[string]*warmRuntime{},
 		procs:   newProcessTable(),
 		quit:    make(chan struct{}),
 	}
@@ -180,6 +182,8 @@ func (s *server) dispatch(ctx context.Context, f protocol.Frame) {
 		s.stat(f.Stream, req.Path)
 	case protocol.OpRemove:
 		s.remove(f.Stream, req.Path)
+	case protocol.OpPrepare:
+		go s.prepare(f.Stream, req.Prepare) // imports take a while
 	case protocol.OpShutdown:
 		s.procs.killAll()
 		s.respond(f.Stream, protocol.Response{})

@@ -30,6 +30,7 @@ const (
 	OpStat     Op = "stat"
 	OpRemove   Op = "remove"
 	OpShutdown Op = "shutdown"
+	OpPrepare  Op = "prepare" // start a warm runtime; see warm.go
 )
 
 // Hello is the first frame the agent sends.
@@ -57,6 +58,8 @@ type Request struct {
 	Path string       `json:"path,omitempty"` // put, get, list, stat, remove
 	Mode uint32       `json:"mode,omitempty"` // put
 	Max  int64        `json:"max,omitempty"`  // get: most bytes to send
+
+	Prepare *PrepareRequest `json:"prepare,omitempty"`
 }
 
 // Validate checks a request (the agent calls it on what the host sends).
@@ -64,6 +67,11 @@ func (r *Request) Validate() error {
 	switch r.Op {
 	case OpHealth, OpShutdown:
 		return nil
+	case OpPrepare:
+		if r.Prepare == nil {
+			return fmt.Errorf("prepare request without prepare")
+		}
+		return r.Prepare.Validate()
 	case OpExec:
 		if r.Exec == nil {
 			return fmt.Errorf("exec request without exec")
@@ -83,6 +91,9 @@ type ExecRequest struct {
 	Cwd       string   `json:"cwd,omitempty"` // default /workspace
 	Stdin     bool     `json:"stdin,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"` // agent kills the process group at the deadline
+	// Warm asks the agent to run the program in its prepared runtime when
+	// one matches Argv ([interpreter, file]); else it starts it afresh.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // Validate bounds an exec request.

@@ -1,0 +1,51 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+)
+
+// Runtimes that can be prepared warm: an interpreter started, the image's
+// common modules imported, waiting for the path of the code to run. A
+// sandbox is checkpointed in that state and restored per request.
+const (
+	RuntimePython = "python"
+	RuntimeNode   = "node"
+)
+
+// PrepareRequest starts a warm runtime.
+type PrepareRequest struct {
+	Runtime string   `json:"runtime"`
+	Env     []string `json:"env,omitempty"`     // added to the agent's environment
+	Preload []string `json:"preload,omitempty"` // modules to import up front
+}
+
+// Validate checks a prepare request.
+func (p *PrepareRequest) Validate() error {
+	if p.Runtime != RuntimePython && p.Runtime != RuntimeNode {
+		return fmt.Errorf("unknown runtime %q", p.Runtime)
+	}
+	if len(p.Preload) > 64 || len(p.Env) > MaxArgs {
+		return fmt.Errorf("too many preloads or environment entries")
+	}
+	for _, m := range p.Preload {
+		if m == "" || len(m) > MaxNameBytes {
+			return fmt.Errorf("bad module name")
+		}
+		for _, c := range m {
+			if !(c == '.' || c == '_' || c == '-' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+				return fmt.Errorf("bad module name %q", m)
+			}
+		}
+	}
+	return nil
+}
+
+// Prepare starts a warm runtime and returns once it is waiting for code.
+func (c *Client) Prepare(ctx context.Context, req PrepareRequest) error {
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("protocol: %w", err)
+	}
+	_, err := c.roundTrip(ctx, Request{Op: OpPrepare, Prepare: &req})
+	return err
+}
