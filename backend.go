@@ -94,3 +94,15 @@ type Stats struct {
 	CPUTime         time.Duration
 	Pids            int64
 }
+
+// Snapshotter is implemented by backends whose Capabilities report
+// Snapshot: a running sandbox can be saved and new sandboxes restored from
+// the save. Each restored sandbox is a new sandbox (fresh workspace, its
+// own host resources) that continues the saved processes.
+type Snapshotter interface {
+	// Checkpoint saves sb into dir (which must not exist) and ends sb.
+	Checkpoint(ctx context.Context, sb Sandbox, dir string) error
+	// Restore starts a new sandbox from a checkpoint directory. spec must
+	// have the image and limits of the checkpointed sandbox.
+	Restore(ctx context.Context, spec SandboxSpec, dir string) (Sandbox, error)
+}

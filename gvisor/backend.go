@@ -43,7 +43,7 @@ func (b *Backend) Name() string { return "gvisor" }
 // Capabilities of gVisor on this backend.
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
-		Snapshot:          false,
+		Snapshot:          true,
 		Pause:             false,
 		HardwareIsolation: false,
 		NetworkModes:      []string{"none"},
@@ -58,6 +58,10 @@ func (b *Backend) cgroupPath(id string) string { return filepath.Join(b.cfg.Cgro
 
 // Create makes and starts a sandbox and waits for its agent's hello.
 func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock.Sandbox, error) {
+	return b.create(ctx, spec, "")
+}
+
+func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from string) (airlock.Sandbox, error) {
 	if !validID.MatchString(spec.ID) {
 		return nil, fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
 	}
@@ -81,7 +85,7 @@ func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock
 	}
 	b.live[spec.ID] = s
 	b.mu.Unlock()
-	if err := s.start(ctx, spec); err != nil {
+	if err := s.start(ctx, spec, from); err != nil {
 		derr := s.Destroy(context.WithoutCancel(ctx))
 		return nil, errors.Join(err, derr)
 	}

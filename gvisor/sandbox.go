@@ -80,7 +80,10 @@ func (c *cappedWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec) error {
+// start makes the sandbox's host resources and starts it: a fresh boot
+// with `runsc run`, or, when from is a checkpoint directory, `runsc
+// restore` of that checkpoint.
+func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from string) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		return fmt.Errorf("gvisor: %w", err)
 	}
@@ -131,7 +134,11 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec) error {
 	if s.b.cfg.DebugLogs {
 		args = append(args, "--debug", "--debug-log", filepath.Join(s.dir, "debug")+"/")
 	}
-	args = append(args, "run", "--bundle", bundle, s.id)
+	if from == "" {
+		args = append(args, "run", "--bundle", bundle, s.id)
+	} else {
+		args = append(args, "restore", "--image-path", from, "--bundle", bundle, s.id)
+	}
 	cmd := exec.Command(s.b.cfg.Runsc, args...)
 	cmd.Dir = s.dir
 	cmd.Stderr = &cappedWriter{w: logf, n: maxLogBytes}
@@ -157,6 +164,14 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec) error {
 	}()
 	hctx, cancel := context.WithTimeout(ctx, s.b.cfg.StartTimeout)
 	defer cancel()
+	if from != "" {
+		// A restored agent said its hello before the checkpoint; it
+		// answers a health request once it runs again.
+		if _, err := s.agent.Health(hctx); err != nil {
+			return fmt.Errorf("gvisor: sandbox %s did not restore: %w (log: %s)", s.id, err, s.logTail())
+		}
+		return nil
+	}
 	if _, err := s.agent.WaitHello(hctx); err != nil {
 		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail())
 	}

@@ -1,0 +1,41 @@
+package gvisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/airlockhq/airlock"
+)
+
+var _ airlock.Snapshotter = (*Backend)(nil)
+
+// Checkpoint saves the state of a running sandbox of this backend into dir
+// (`runsc checkpoint`), which ends the sandbox; it is then destroyed. dir
+// must not exist yet.
+func (b *Backend) Checkpoint(ctx context.Context, sb airlock.Sandbox, dir string) error {
+	s, ok := sb.(*Sandbox)
+	if !ok || s.b != b {
+		return fmt.Errorf("gvisor: checkpoint of a sandbox this backend did not create")
+	}
+	defer s.Destroy(context.WithoutCancel(ctx))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("gvisor: checkpoint: %w", err)
+	}
+	if _, err := b.runsc(ctx, "checkpoint", "--image-path", dir, s.id); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("gvisor: checkpoint %s: %w", s.id, err)
+	}
+	return nil
+}
+
+// Restore starts a sandbox from a checkpoint made by Checkpoint of a
+// sandbox with the same image and limits. The restored sandbox has its own
+// fresh workspace and /tmp; its agent and processes continue where the
+// checkpoint left them.
+func (b *Backend) Restore(ctx context.Context, spec airlock.SandboxSpec, dir string) (airlock.Sandbox, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("gvisor: restore: %w", err)
+	}
+	return b.create(ctx, spec, dir)
+}
