@@ -40,6 +40,22 @@ type ExecuteRequest struct {
 	Image        string   `json:"image,omitempty"`
 }
 
+// How a sandbox was obtained for an execution.
+const (
+	StartPool    = "pool"    // taken from the warm pool, already running
+	StartRestore = "restore" // restored from the image's base snapshot on demand
+	StartCold    = "cold"    // booted from the image
+)
+
+// Phases of an execution, as keys of Execution.Phases.
+const (
+	PhaseAcquire = "acquire"
+	PhaseHandIn  = "hand_in"
+	PhaseRun     = "run"
+	PhaseCollect = "collect"
+	PhaseDestroy = "destroy"
+)
+
 // ExecutionStatus is where a recorded execution stands.
 type ExecutionStatus string
 
@@ -72,9 +88,15 @@ type Execution struct {
 	Error             string          `json:"error,omitempty"` // set when Status is failed
 	Artifacts         []Artifact      `json:"artifacts"`
 	// ArtifactsTruncated is set when files were left out by the caps.
-	ArtifactsTruncated bool       `json:"artifacts_truncated,omitempty"`
-	CreatedAt          time.Time  `json:"created_at"`
-	FinishedAt         *time.Time `json:"finished_at,omitempty"`
+	ArtifactsTruncated bool `json:"artifacts_truncated,omitempty"`
+	// StartSource says how the sandbox was obtained: StartPool,
+	// StartRestore or StartCold.
+	StartSource string `json:"start_source,omitempty"`
+	// Phases are the milliseconds spent in each phase: acquire, hand_in,
+	// run, collect, destroy (destroy is recorded after the response).
+	Phases     map[string]float64 `json:"phases_ms,omitempty"`
+	CreatedAt  time.Time          `json:"created_at"`
+	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 }
 
 // Artifact is a file the code created or changed in the workspace.

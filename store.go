@@ -29,6 +29,10 @@ type Store interface {
 	// reason (used by the reconciler at start) and returns how many.
 	FailRunningExecutions(ctx context.Context, reason string) (int, error)
 
+	// RecordPhase adds one phase's time to a finished execution (the
+	// destroy phase ends after the response was sent).
+	RecordPhase(ctx context.Context, tenantID, id, phase string, ms float64) error
+
 	// Artifact returns one artifact of the tenant; ErrNotFound otherwise.
 	Artifact(ctx context.Context, tenantID, id string) (*Artifact, error)
 
