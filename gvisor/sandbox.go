@@ -202,7 +202,10 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 	}, nil
 }
 
-// Stop kills every process of the sandbox and waits for runsc to exit.
+// Stop kills every process of the sandbox and waits for runsc to exit. It
+// kills the sandbox's host processes (the gVisor kernel and its gofer)
+// through their cgroup, which is immediate and costs no runsc call; `runsc
+// kill` and the process group are fallbacks.
 func (s *Sandbox) Stop(ctx context.Context) error {
 	if s.cmd == nil {
 		return nil
@@ -212,12 +215,26 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		return nil
 	default:
 	}
+	s.b.cgroups.Kill(s.cgroup)
+	// Stopped means no process of the sandbox runs any more: once its
+	// cgroup is empty nothing inside can change a file. `runsc run`
+	// tidies up after that; Destroy waits for it.
+	for wait := 50 * time.Microsecond; wait < 2*time.Second; wait *= 2 {
+		select {
+		case <-s.exited:
+			return nil
+		case <-time.After(wait):
+		}
+		if s.b.cgroups.Empty(s.cgroup) {
+			return nil
+		}
+	}
 	s.b.runsc(ctx, "kill", "--all", s.id, "KILL")
 	s.b.cgroups.Kill(s.cgroup)
 	select {
 	case <-s.exited:
 		return nil
-	case <-time.After(5 * time.Second):
+	case <-time.After(3 * time.Second):
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		s.b.cgroups.Kill(s.cgroup)
 	}
@@ -244,6 +261,12 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		}
 		if s.agent != nil {
 			s.agent.Close()
+		}
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.exited
 		}
 	}
 	if _, err := s.b.runsc(ctx, "delete", "--force", s.id); err != nil && s.cmd != nil {

@@ -2,8 +2,12 @@ package gvisor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 
 	"github.com/airlockhq/airlock"
 )
@@ -38,4 +42,30 @@ func (b *Backend) Restore(ctx context.Context, spec airlock.SandboxSpec, dir str
 		return nil, fmt.Errorf("gvisor: restore: %w", err)
 	}
 	return b.create(ctx, spec, dir)
+}
+
+var (
+	versionOnce sync.Once
+	version     string
+)
+
+// SnapshotVersion is the SHA-256 of the runsc binary: runsc builds from the
+// module proxy report no version of their own, and a checkpoint is only
+// sure to restore under the runsc that made it.
+func (b *Backend) SnapshotVersion() string {
+	versionOnce.Do(func() {
+		f, err := os.Open(b.cfg.Runsc)
+		if err != nil {
+			version = "unknown"
+			return
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			version = "unknown"
+			return
+		}
+		version = "runsc-sha256:" + hex.EncodeToString(h.Sum(nil))
+	})
+	return version
 }

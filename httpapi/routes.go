@@ -25,6 +25,7 @@ var routes = []route{
 	{http.MethodGet, "/healthz", (*Server).healthz, authNone},
 	{http.MethodGet, "/readyz", (*Server).readyz, authNone},
 	{http.MethodGet, "/openapi.json", (*Server).openapi, authNone},
+	{http.MethodGet, "/metrics", (*Server).metrics, authNone},
 	{http.MethodPost, "/v1/execute", (*Server).execute, authBearer},
 	{http.MethodGet, "/v1/executions", (*Server).listExecutions, authBearer},
 	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},

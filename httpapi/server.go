@@ -31,6 +31,9 @@ type Config struct {
 	// (give it code unavailable); any other error is logged and shown as
 	// "not ready".
 	Ready func(ctx context.Context) error
+	// Metrics serves GET /metrics (Prometheus text format); nil answers
+	// 404. It carries no tenant data and needs no key.
+	Metrics http.Handler
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlockhq/airlock"
 )
 
@@ -32,6 +34,18 @@ type Config struct {
 	MaxArtifacts      int
 	MaxArtifactBytes  int64 // one file
 	MaxArtifactsTotal int64 // all files of one execution
+
+	// SnapshotDir holds the base snapshots; empty disables them (every
+	// sandbox that is not from the pool boots cold).
+	SnapshotDir string
+	// Recipes say how each image and language is readied ahead of a
+	// request; default DefaultRecipes().
+	Recipes map[string]map[airlock.Language]Recipe
+	// Pool sizes the warm pool.
+	Pool PoolConfig
+	// Metrics registers the manager's Prometheus series; nil keeps them
+	// in a private registry.
+	Metrics prometheus.Registerer
 
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -74,6 +88,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxArtifactsTotal <= 0 {
 		c.MaxArtifactsTotal = 256 << 20
+	}
+	if c.Recipes == nil {
+		c.Recipes = DefaultRecipes()
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

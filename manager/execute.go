@@ -14,7 +14,7 @@ import (
 )
 
 // killGrace is how long past the deadline the host waits for the agent to
-// report the kill it does itself, before it destroys the sandbox.
+// report the kill it does itself, before it ends the sandbox.
 const killGrace = 2 * time.Second
 
 // Execute runs req in a fresh sandbox and returns the recorded result. A
@@ -50,12 +50,13 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 		CodeSHA256: hex.EncodeToString(sum[:]),
 		Status:     airlock.StatusRunning,
 		Artifacts:  []airlock.Artifact{},
+		Phases:     map[string]float64{},
 		CreatedAt:  m.cfg.Now().UTC(),
 	}
 	if err := m.cfg.Store.CreateExecution(ctx, e); err != nil {
 		return nil, fmt.Errorf("manager: record execution: %w", err)
 	}
-	runErr := m.run(ctx, e, img, req, limits)
+	sb, runErr := m.run(ctx, e, img, req, limits)
 	finished := m.cfg.Now().UTC()
 	e.FinishedAt = &finished
 	if runErr != nil {
@@ -65,9 +66,21 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	} else {
 		e.Status = airlock.StatusCompleted
 	}
+	m.metrics.executions.WithLabelValues(string(e.Language), e.StartSource, string(e.Status)).Inc()
+	for phase, ms := range e.Phases {
+		m.metrics.phase.WithLabelValues(phase, e.StartSource).Observe(ms / 1000)
+	}
 	// The record is written even if the client went away.
 	if err := m.cfg.Store.FinishExecution(context.WithoutCancel(ctx), e); err != nil {
+		if sb != nil {
+			m.destroyLater(sb)
+		}
 		return nil, fmt.Errorf("manager: record result: %w", err)
+	}
+	if sb != nil {
+		// Every process of the sandbox has ended and its files are
+		// collected: the caller need not wait for the rest of its end.
+		m.destroyAndRecord(sb, e)
 	}
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
@@ -78,26 +91,47 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	return e, nil
 }
 
-// run does the sandbox part of an execution and fills e with the result.
-func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Image, req airlock.ExecuteRequest, limits airlock.Limits) error {
-	sb, err := m.cfg.Backend.Create(ctx, airlock.SandboxSpec{
-		ID:     "ex-" + e.ID,
-		Image:  img,
-		Limits: limits,
-		Labels: map[string]string{"airlock.execution": e.ID, "airlock.tenant": e.TenantID},
-	})
-	if err != nil {
-		return fmt.Errorf("create sandbox: %w", err)
-	}
-	defer func() {
-		if err := sb.Destroy(context.WithoutCancel(ctx)); err != nil {
+// destroyAndRecord destroys a used sandbox in the background and adds the
+// time it took to the execution's record.
+func (m *Manager) destroyAndRecord(sb airlock.Sandbox, e *airlock.Execution) {
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		start := time.Now()
+		if err := sb.Destroy(context.Background()); err != nil {
 			m.cfg.Logger.Error("destroy sandbox", "sandbox", sb.ID(), "err", err)
+			return
+		}
+		ms := msSince(start)
+		m.metrics.phase.WithLabelValues(airlock.PhaseDestroy, e.StartSource).Observe(ms / 1000)
+		if err := m.cfg.Store.RecordPhase(context.Background(), e.TenantID, e.ID, airlock.PhaseDestroy, ms); err != nil {
+			m.cfg.Logger.Warn("record destroy time", "execution", e.ID, "err", err)
 		}
 	}()
+}
+
+func msSince(t time.Time) float64 {
+	return float64(time.Since(t).Microseconds()) / 1000
+}
+
+// run does the sandbox part of an execution and fills e with the result.
+// It returns the sandbox, stopped, for the caller to destroy (nil if none
+// was obtained or it is already destroyed).
+func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Image, req airlock.ExecuteRequest, limits airlock.Limits) (airlock.Sandbox, error) {
+	t := time.Now()
+	k := m.keyFor(img, req.Language)
+	sb, source, err := m.sandboxFor(ctx, k, "ex-"+e.ID, map[string]string{"airlock.execution": e.ID, "airlock.tenant": e.TenantID})
+	if err != nil {
+		return nil, err
+	}
+	e.StartSource = source
+	e.Phases[airlock.PhaseAcquire] = msSince(t)
+
+	t = time.Now()
 	agent := sb.Agent()
 	file, argv := program(req.Language)
 	if _, err := agent.Put(ctx, file, 0o644, strings.NewReader(req.Code)); err != nil {
-		return fmt.Errorf("hand in code: %w", err)
+		return sb, fmt.Errorf("hand in code: %w", err)
 	}
 	before := snapshotDir(sb.WorkspaceDir())
 	stdout := newCappedBuffer(limits.OutputBytes)
@@ -108,10 +142,13 @@ func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Im
 		Env:       programEnv,
 		Cwd:       "/workspace",
 		TimeoutMS: limits.Timeout.Milliseconds(),
+		Warm:      true,
 	}, stdout, stderr)
 	if err != nil {
-		return fmt.Errorf("start program: %w", err)
+		return sb, fmt.Errorf("start program: %w", err)
 	}
+	e.Phases[airlock.PhaseHandIn] = msSince(t)
+
 	deadline := time.NewTimer(limits.Timeout + killGrace)
 	defer deadline.Stop()
 	var status protocol.ExitStatus
@@ -123,11 +160,14 @@ func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Im
 		e.TimedOut = true
 		waitErr = errors.New("deadline passed")
 	case <-ctx.Done():
-		return ctx.Err()
+		return sb, ctx.Err()
 	}
 	e.DurationMS = time.Since(start).Milliseconds()
+	e.Phases[airlock.PhaseRun] = msSince(start)
+
+	t = time.Now()
 	if err := sb.Stop(ctx); err != nil {
-		return fmt.Errorf("stop sandbox: %w", err)
+		return sb, fmt.Errorf("stop sandbox: %w", err)
 	}
 	select {
 	case <-p.Done():
@@ -157,12 +197,13 @@ func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Im
 	e.Stderr, e.StderrTruncated = stderr.result()
 	arts, truncated, err := m.collect(ctx, e, sb.WorkspaceDir(), before)
 	if err != nil {
-		return fmt.Errorf("collect artifacts: %w", err)
+		return sb, fmt.Errorf("collect artifacts: %w", err)
 	}
 	e.Artifacts = arts
 	if e.Artifacts == nil {
 		e.Artifacts = []airlock.Artifact{}
 	}
 	e.ArtifactsTruncated = truncated
-	return nil
+	e.Phases[airlock.PhaseCollect] = msSince(t)
+	return sb, nil
 }

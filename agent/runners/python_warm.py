@@ -45,8 +45,8 @@ def _airlock_warm():
     import runpy
     try:
         runpy.run_path(path, run_name="__main__")
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        _exit(e.code)
     except BaseException as e:
         # Show the traceback from the user's file on, as python3 FILE would.
         tb = e.__traceback__
@@ -55,7 +55,33 @@ def _airlock_warm():
         if tb is not None:
             e = e.with_traceback(tb)
         sys.excepthook(type(e), e, e.__traceback__)
-        sys.exit(1)
+        _exit(1)
+    _exit(0)
+
+
+def _exit(code):
+    # Tearing down an interpreter with numpy, pandas and matplotlib loaded
+    # takes longer than most programs run. Do what an exit must (atexit
+    # handlers, flushed streams, the exit status python3 would give) and
+    # leave the rest to the kernel.
+    import atexit
+    atexit._run_exitfuncs()
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code & 0xFF
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    os._exit(status)
 
 
 _airlock_warm()

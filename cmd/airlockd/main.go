@@ -14,8 +14,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/blobdir"
@@ -43,6 +48,12 @@ type options struct {
 	memoryMiB      int64
 	logLevel       string
 	cgroupParent   string
+	poolMin        int
+	poolMax        int
+	poolMemoryMiB  int64
+	poolMaxAge     time.Duration
+	warm           string
+	noSnapshots    bool
 }
 
 func main() {
@@ -55,6 +66,12 @@ func main() {
 	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "executions running at once on this node")
 	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flag.IntVar(&o.poolMin, "pool-min", 1, "ready sandboxes kept per warm image/language even when idle")
+	flag.IntVar(&o.poolMax, "pool-max", 8, "most ready sandboxes per warm image/language")
+	flag.Int64Var(&o.poolMemoryMiB, "pool-memory-mib", 2048, "memory budget of all ready pool sandboxes, in MiB")
+	flag.DurationVar(&o.poolMaxAge, "pool-max-age", 10*time.Minute, "pool sandboxes older than this are replaced")
+	flag.StringVar(&o.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
+	flag.BoolVar(&o.noSnapshots, "no-snapshots", false, "never restore from base snapshots (every sandbox boots)")
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
 	flag.Parse()
 
@@ -115,6 +132,18 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	limits := airlock.DefaultLimits
 	limits.Timeout = o.defaultTimeout
 	limits.MemoryBytes = o.memoryMiB << 20
+	var warm []string
+	for _, w := range strings.Split(o.warm, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			warm = append(warm, w)
+		}
+	}
+	snapshotDir := filepath.Join(o.stateDir, "snapshots")
+	if o.noSnapshots {
+		snapshotDir = ""
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mgr, err := manager.New(manager.Config{
 		Backend:       backend,
 		Images:        images,
@@ -123,7 +152,17 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		Limits:        limits,
 		MaxTimeout:    o.maxTimeout,
 		MaxConcurrent: o.maxConcurrent,
-		Logger:        logger,
+		SnapshotDir:   snapshotDir,
+		Pool: manager.PoolConfig{
+			Min:          o.poolMin,
+			Max:          o.poolMax,
+			MemoryBudget: o.poolMemoryMiB << 20,
+			MaxAge:       o.poolMaxAge,
+			Warm:         warm,
+			Disabled:     o.poolMax == 0,
+		},
+		Metrics: registry,
+		Logger:  logger,
 	})
 	if err != nil {
 		return err
@@ -131,6 +170,16 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := mgr.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := mgr.Close(cctx); err != nil {
+			logger.Error("stopping the manager", "err", err)
+		}
+	}()
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
@@ -143,6 +192,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		Blobs:      blobs,
 		Executor:   mgr,
 		Ready:      readiness(images),
+		Metrics:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
 		SigningKey: signingKey,
 		MaxTimeout: o.maxTimeout,
 		Logger:     logger,

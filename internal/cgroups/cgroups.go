@@ -37,6 +37,9 @@ type Manager interface {
 	Stats(path string) (Stats, error)
 	// Kill sends SIGKILL to every process in the cgroup.
 	Kill(path string) error
+	// Empty reports whether no process is left in the cgroup (true as well
+	// when the cgroup does not exist).
+	Empty(path string) bool
 	// Remove kills what is left and removes the cgroup; it is idempotent.
 	Remove(path string) error
 	// List returns the child cgroup names under path.
@@ -133,4 +136,10 @@ func listDirs(dir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// procsEmpty reports whether a cgroup.procs file lists no process.
+func procsEmpty(procsFile string) bool {
+	b, err := os.ReadFile(procsFile)
+	return err != nil || len(strings.TrimSpace(string(b))) == 0
 }

@@ -112,3 +112,12 @@ func (c v1) List(path string) ([]string, error) {
 	}
 	return out, nil
 }
+
+func (c v1) Empty(path string) bool {
+	for _, ctl := range v1Controllers {
+		if !procsEmpty(filepath.Join(c.dir(ctl, path), "cgroup.procs")) {
+			return false
+		}
+	}
+	return true
+}

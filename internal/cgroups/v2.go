@@ -86,3 +86,5 @@ func (c v2) Remove(path string) error {
 }
 
 func (c v2) List(path string) ([]string, error) { return listDirs(c.dir(path)) }
+
+func (c v2) Empty(path string) bool { return procsEmpty(filepath.Join(c.dir(path), "cgroup.procs")) }

@@ -1,0 +1,282 @@
+package manager
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// PoolConfig sizes the warm pool. The pool is a smoothing buffer, not the
+// capacity: per warm key it holds about arrival rate x replenish time
+// sandboxes (the sizing rule of the reference design, section 3.3), times
+// Headroom, between Min and Max, and all members together stay within
+// MemoryBudget, counted by each member's measured memory.
+type PoolConfig struct {
+	Min          int           // members kept per warm key even when idle
+	Max          int           // most members per warm key
+	Headroom     float64       // multiplies rate x replenish time
+	MaxAge       time.Duration // older members are replaced
+	MemoryBudget int64         // bytes for all idle members of the node
+	Fillers      int           // sandboxes being readied at once
+	RateWindow   time.Duration // arrivals are counted over this window
+	// Warm lists image/language pairs readied at start, before any
+	// request asks for them, as "image/language".
+	Warm []string
+	// Disabled turns the pool off: every request restores or boots.
+	Disabled bool
+}
+
+func (c *PoolConfig) defaults() {
+	if c.Max <= 0 {
+		c.Max = 8
+	}
+	if c.Min < 0 {
+		c.Min = 0
+	}
+	if c.Min > c.Max {
+		c.Min = c.Max
+	}
+	if c.Headroom <= 0 {
+		c.Headroom = 1.5
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = 10 * time.Minute
+	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = 2 << 30
+	}
+	if c.Fillers <= 0 {
+		c.Fillers = 1
+	}
+	if c.RateWindow <= 0 {
+		c.RateWindow = 30 * time.Second
+	}
+}
+
+// member is one ready sandbox in the pool.
+type member struct {
+	sb     airlock.Sandbox
+	born   time.Time
+	memory int64 // measured after it was readied
+}
+
+// poolEntry is the pool of one warm key.
+type poolEntry struct {
+	key       warmKey
+	members   []*member // oldest first
+	filling   int
+	arrivals  []time.Time // within RateWindow, oldest first
+	replenish float64     // EWMA of seconds to ready a member
+}
+
+// pool keeps ready sandboxes per warm key. A member is handed to exactly
+// one request and never comes back.
+type pool struct {
+	m   *Manager
+	cfg PoolConfig
+
+	mu      sync.Mutex
+	entries map[string]*poolEntry
+	memory  int64 // of all members
+	filling int
+	wake    chan struct{}
+}
+
+func newPool(m *Manager, cfg PoolConfig) *pool {
+	cfg.defaults()
+	return &pool{m: m, cfg: cfg, entries: map[string]*poolEntry{}, wake: make(chan struct{}, 1)}
+}
+
+func (p *pool) entry(k warmKey) *poolEntry {
+	e, ok := p.entries[k.id]
+	if !ok {
+		e = &poolEntry{key: k}
+		p.entries[k.id] = e
+	}
+	return e
+}
+
+// register makes the pool keep members of k from now on.
+func (p *pool) register(k warmKey) {
+	p.mu.Lock()
+	p.entry(k)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// take hands out the oldest ready member of k, or nil on a miss. Either
+// way the arrival counts toward the pool's size.
+func (p *pool) take(k warmKey) airlock.Sandbox {
+	if p.cfg.Disabled {
+		return nil
+	}
+	p.mu.Lock()
+	e := p.entry(k)
+	now := time.Now()
+	e.arrivals = append(e.arrivals, now)
+	var got *member
+	if len(e.members) > 0 {
+		got = e.members[0]
+		e.members = e.members[1:]
+		p.memory -= got.memory
+	}
+	size := len(e.members)
+	p.mu.Unlock()
+	p.poke()
+	labels := []string{k.img.Name, string(k.lang)}
+	p.m.metrics.poolSize.WithLabelValues(labels...).Set(float64(size))
+	if got == nil {
+		p.m.metrics.poolMisses.WithLabelValues(labels...).Inc()
+		return nil
+	}
+	p.m.metrics.poolHits.WithLabelValues(labels...).Inc()
+	return got.sb
+}
+
+func (p *pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// target is how many members e should have now.
+func (p *pool) target(e *poolEntry, now time.Time) int {
+	cut := now.Add(-p.cfg.RateWindow)
+	i := 0
+	for i < len(e.arrivals) && e.arrivals[i].Before(cut) {
+		i++
+	}
+	e.arrivals = e.arrivals[i:]
+	rate := float64(len(e.arrivals)) / p.cfg.RateWindow.Seconds()
+	replenish := e.replenish
+	if replenish == 0 {
+		replenish = 0.5 // until measured
+	}
+	n := int(math.Ceil(rate * replenish * p.cfg.Headroom))
+	return min(max(n, p.cfg.Min), p.cfg.Max)
+}
+
+// run keeps the pool filled until ctx ends, then destroys every member.
+func (p *pool) run(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p.step(ctx)
+		select {
+		case <-ctx.Done():
+			p.drain()
+			return
+		case <-p.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// step retires old members and starts fills where entries are short.
+func (p *pool) step(ctx context.Context) {
+	if p.cfg.Disabled || ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	var retire []*member
+	p.mu.Lock()
+	for _, e := range p.entries {
+		for len(e.members) > 0 && now.Sub(e.members[0].born) > p.cfg.MaxAge {
+			retire = append(retire, e.members[0])
+			p.memory -= e.members[0].memory
+			e.members = e.members[1:]
+		}
+	}
+	for _, e := range p.entries {
+		want := p.target(e, now)
+		for len(e.members)+e.filling < want && p.filling < p.cfg.Fillers && p.memory+p.estimate(e) <= p.cfg.MemoryBudget {
+			e.filling++
+			p.filling++
+			p.m.bg.Add(1)
+			go p.fill(ctx, e)
+		}
+		p.m.metrics.poolSize.WithLabelValues(e.key.img.Name, string(e.key.lang)).Set(float64(len(e.members)))
+	}
+	p.m.metrics.poolMemory.Set(float64(p.memory))
+	p.mu.Unlock()
+	for _, mb := range retire {
+		p.m.destroyLater(mb.sb)
+	}
+}
+
+// estimate is the memory a new member of e will likely take.
+func (p *pool) estimate(e *poolEntry) int64 {
+	if len(e.members) > 0 {
+		return e.members[len(e.members)-1].memory
+	}
+	return 64 << 20
+}
+
+// fill readies one member of e.
+func (p *pool) fill(ctx context.Context, e *poolEntry) {
+	defer p.m.bg.Done()
+	start := time.Now()
+	sb, source, err := p.m.ready(ctx, e.key, "pool-"+NewID()[:16])
+	took := time.Since(start).Seconds()
+	var mem int64
+	if err == nil {
+		if st, serr := sb.Stats(ctx); serr == nil {
+			mem = st.MemoryBytes
+		}
+		p.m.metrics.poolReady.WithLabelValues(e.key.img.Name, string(e.key.lang), source).Observe(took)
+	}
+	p.mu.Lock()
+	e.filling--
+	p.filling--
+	if err == nil {
+		if e.replenish == 0 {
+			e.replenish = took
+		} else {
+			e.replenish = 0.8*e.replenish + 0.2*took
+		}
+		if ctx.Err() == nil {
+			e.members = append(e.members, &member{sb: sb, born: time.Now(), memory: mem})
+			p.memory += mem
+			sb = nil
+		}
+	}
+	p.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.m.cfg.Logger.Error("pool: could not ready a sandbox", "key", e.key.name(), "err", err)
+			time.Sleep(time.Second) // do not spin on a failing image
+		}
+	} else if sb != nil {
+		p.m.destroyLater(sb)
+	}
+	p.poke()
+}
+
+// drain destroys every member (at shutdown).
+func (p *pool) drain() {
+	p.mu.Lock()
+	var all []*member
+	for _, e := range p.entries {
+		all = append(all, e.members...)
+		e.members = nil
+	}
+	p.memory = 0
+	p.mu.Unlock()
+	for _, mb := range all {
+		p.m.destroyLater(mb.sb)
+	}
+}
+
+// stats reports members and their memory, for tests and benchmarks.
+func (p *pool) stats() (members int, memory int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.entries {
+		members += len(e.members)
+	}
+	return members, p.memory
+}

@@ -1,0 +1,255 @@
+package manager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/protocol"
+)
+
+// snapshotManifest is written next to a checkpoint's files and checked
+// before the checkpoint is trusted.
+type snapshotManifest struct {
+	Key       string            `json:"key"`
+	Image     string            `json:"image"`
+	ImageHash string            `json:"image_hash"`
+	Language  airlock.Language  `json:"language"`
+	Recipe    Recipe            `json:"recipe"`
+	Files     map[string]string `json:"files"` // name -> "size:sha256"
+	BuiltAt   time.Time         `json:"built_at"`
+	BuildMS   int64             `json:"build_ms"`
+}
+
+const snapshotManifestFile = "airlock-snapshot.json"
+
+// snapshots keeps the base snapshots of a node under one directory, one
+// subdirectory per warm key: built in the background, verified before
+// first use, rebuilt when missing or found bad. A request never waits for
+// a snapshot: without one it gets a cold start.
+type snapshots struct {
+	m   *Manager
+	dir string
+
+	mu      sync.Mutex
+	ready   map[string]string // key id -> verified checkpoint dir
+	pending map[string]bool   // key id -> being verified or built
+	failed  map[string]time.Time
+}
+
+func newSnapshots(m *Manager, dir string) *snapshots {
+	return &snapshots{m: m, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}}
+}
+
+// snapshotRetry is how long a failed build waits before it is tried again.
+const snapshotRetry = time.Minute
+
+// get returns the verified checkpoint of key, or "" after starting, in the
+// background, whatever is needed to have one.
+func (s *snapshots) get(k warmKey) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.ready[k.id]; ok {
+		return d
+	}
+	if s.pending[k.id] || time.Since(s.failed[k.id]) < snapshotRetry {
+		return ""
+	}
+	s.pending[k.id] = true
+	s.m.bg.Add(1)
+	go func() {
+		defer s.m.bg.Done()
+		d, err := s.load(s.m.bgCtx, k)
+		s.mu.Lock()
+		delete(s.pending, k.id)
+		if err != nil {
+			s.failed[k.id] = time.Now()
+		} else {
+			s.ready[k.id] = d
+			delete(s.failed, k.id)
+		}
+		s.mu.Unlock()
+		if err != nil && s.m.bgCtx.Err() == nil {
+			s.m.cfg.Logger.Error("base snapshot unavailable; requests start cold", "key", k.name(), "err", err)
+		}
+	}()
+	return ""
+}
+
+// markBad drops a snapshot that failed to restore; the next get rebuilds it.
+func (s *snapshots) markBad(k warmKey, err error) {
+	s.mu.Lock()
+	d := s.ready[k.id]
+	delete(s.ready, k.id)
+	s.mu.Unlock()
+	s.m.cfg.Logger.Error("restore from base snapshot failed; rebuilding it", "key", k.name(), "err", err)
+	if d != "" {
+		os.RemoveAll(d)
+	}
+	s.m.metrics.snapshotBuilds.WithLabelValues("discarded").Inc()
+}
+
+// load verifies the snapshot of k on disk, or builds it.
+func (s *snapshots) load(ctx context.Context, k warmKey) (string, error) {
+	dir := filepath.Join(s.dir, k.name())
+	if _, err := os.Stat(dir); err == nil {
+		if err := verifySnapshot(dir, k); err == nil {
+			return dir, nil
+		} else {
+			s.m.cfg.Logger.Warn("base snapshot failed verification; rebuilding", "dir", dir, "err", err)
+			os.RemoveAll(dir)
+		}
+	}
+	if err := s.build(ctx, k, dir); err != nil {
+		s.m.metrics.snapshotBuilds.WithLabelValues("failed").Inc()
+		return "", err
+	}
+	s.m.metrics.snapshotBuilds.WithLabelValues("built").Inc()
+	return dir, nil
+}
+
+// build boots a sandbox, readies it by the recipe and checkpoints it.
+func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
+	snap, ok := s.m.cfg.Backend.(airlock.Snapshotter)
+	if !ok {
+		return errors.New("backend cannot snapshot")
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	// Builds compete with requests for the CPU: one at a time.
+	select {
+	case s.m.buildSlot <- struct{}{}:
+		defer func() { <-s.m.buildSlot }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	start := time.Now()
+	sb, err := s.m.cfg.Backend.Create(ctx, airlock.SandboxSpec{
+		ID: "snap-" + NewID()[:16], Image: k.img, Limits: s.m.cfg.Limits,
+		Labels: map[string]string{"airlock.snapshot": k.name()},
+	})
+	if err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	if err := prepare(ctx, sb, k.recipe); err != nil {
+		sb.Destroy(context.WithoutCancel(ctx))
+		return err
+	}
+	tmp := filepath.Join(s.dir, ".tmp-"+k.name()+"-"+NewID()[:8])
+	if err := snap.Checkpoint(ctx, sb, tmp); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	man := snapshotManifest{
+		Key: k.id, Image: k.img.Name, ImageHash: k.img.Hash, Language: k.lang, Recipe: k.recipe,
+		BuiltAt: time.Now().UTC(), BuildMS: time.Since(start).Milliseconds(),
+	}
+	if man.Files, err = hashFiles(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	b, _ := json.MarshalIndent(man, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, snapshotManifestFile), b, 0o600); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	s.m.cfg.Logger.Info("built base snapshot", "key", k.name(), "ms", man.BuildMS)
+	return nil
+}
+
+// prepare readies a fresh sandbox by its recipe: the runtime started and
+// its modules imported, waiting for code.
+func prepare(ctx context.Context, sb airlock.Sandbox, r Recipe) error {
+	if r.Runtime == "" {
+		return nil
+	}
+	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: programEnv}); err != nil {
+		return fmt.Errorf("prepare %s runtime: %w", r.Runtime, err)
+	}
+	return nil
+}
+
+// verifySnapshot checks a snapshot directory against its manifest: the key
+// it was made for, and the size and SHA-256 of every file.
+func verifySnapshot(dir string, k warmKey) error {
+	b, err := os.ReadFile(filepath.Join(dir, snapshotManifestFile))
+	if err != nil {
+		return err
+	}
+	var man snapshotManifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if man.Key != k.id {
+		return fmt.Errorf("made for key %.12s, want %.12s", man.Key, k.id)
+	}
+	got, err := hashFiles(dir)
+	if err != nil {
+		return err
+	}
+	if len(got) != len(man.Files) || len(got) == 0 {
+		return fmt.Errorf("files changed: %d on disk, %d in manifest", len(got), len(man.Files))
+	}
+	for name, want := range man.Files {
+		if got[name] != want {
+			return fmt.Errorf("%s does not match its manifest", name)
+		}
+	}
+	return nil
+}
+
+// hashFiles returns "size:sha256" of every regular file in dir except the
+// manifest.
+func hashFiles(dir string) (map[string]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	names := []string{}
+	for _, e := range entries {
+		if e.Type().IsRegular() && e.Name() != snapshotManifestFile {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		h := sha256.New()
+		size, err := io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		out[n] = fmt.Sprintf("%d:%s", size, hex.EncodeToString(h.Sum(nil)))
+	}
+	return out, nil
+}
+
+// prune removes snapshot directories no current key uses, and leftovers
+// of builds that did not finish.
+func (s *snapshots) prune(keep map[string]bool) {
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			os.RemoveAll(filepath.Join(s.dir, e.Name()))
+		}
+	}
+}
