@@ -105,4 +105,7 @@ type Snapshotter interface {
 	// Restore starts a new sandbox from a checkpoint directory. spec must
 	// have the image and limits of the checkpointed sandbox.
 	Restore(ctx context.Context, spec SandboxSpec, dir string) (Sandbox, error)
+	// SnapshotVersion changes whenever checkpoints made before can no
+	// longer be restored (a new runtime binary, say).
+	SnapshotVersion() string
 }
