@@ -19,9 +19,6 @@ import (
 //go:embed runners/python_warm.py
 var pythonWarm string
 
-//go:embed runners/node_warm.js
-var nodeWarm string
-
 // warmReadyTimeout bounds how long a runtime may take to import its
 // modules and say it is ready.
 const warmReadyTimeout = 2 * time.Minute
@@ -43,7 +40,6 @@ type warmRuntime struct {
 // interpreters maps a runtime to the argv[0] values it can stand in for.
 var interpreters = map[string][]string{
 	protocol.RuntimePython: {"python3", "python", "/usr/bin/python3"},
-	protocol.RuntimeNode:   {"node", "nodejs", "/usr/bin/node"},
 }
 
 func (s *server) prepare(stream uint32, req *protocol.PrepareRequest) {
@@ -77,8 +73,6 @@ func (s *server) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
 	switch req.Runtime {
 	case protocol.RuntimePython:
 		argv = append([]string{"python3", "-c", pythonWarm}, req.Preload...)
-	case protocol.RuntimeNode:
-		argv = append([]string{"node", "-e", nodeWarm}, req.Preload...)
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {

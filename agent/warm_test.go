@@ -72,21 +72,3 @@ func TestWarmNotUsedWhenEnvDiffers(t *testing.T) {
 		t.Fatalf("%d processes: the warm runtime should still be waiting", n)
 	}
 }
-
-func TestWarmNode(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("skipped: node not installed on this host")
-	}
-	h := start(t)
-	if err := h.c.Prepare(h.ctx(30*time.Second), protocol.PrepareRequest{Runtime: protocol.RuntimeNode, Preload: []string{"util"}}); err != nil {
-		t.Fatalf("prepare: %v", err)
-	}
-	path := filepath.Join(h.ws, "main.js")
-	os.WriteFile(path, []byte("const r = Math.random(); console.log(typeof r, r >= 0 && r < 1, require.main === module, process.argv[1])\nprocess.exitCode = 4\n"), 0o644)
-	r := h.exec(protocol.ExecRequest{Argv: []string{"node", path}, Warm: true})
-	st := r.wait(20 * time.Second)
-	want := "number true true " + path + "\n"
-	if st.Code != 4 || r.stdout.String() != want {
-		t.Fatalf("got %d %q %q, want 4 %q", st.Code, r.stdout.String(), r.stderr.String(), want)
-	}
-}

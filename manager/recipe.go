@@ -26,9 +26,10 @@ type Recipe struct {
 func DefaultRecipes() map[string]map[airlock.Language]Recipe {
 	plain := map[airlock.Language]Recipe{
 		airlock.Python: {Runtime: protocol.RuntimePython, Preload: []string{"json", "random", "uuid", "secrets"}},
-		airlock.Node:   {Runtime: protocol.RuntimeNode},
-		airlock.Bash:   {},
-		airlock.SQL:    {},
+		// Node is not kept warm: see protocol.RuntimePython.
+		airlock.Node: {},
+		airlock.Bash: {},
+		airlock.SQL:  {},
 	}
 	ds := map[airlock.Language]Recipe{}
 	for k, v := range plain {

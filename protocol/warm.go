@@ -8,10 +8,11 @@ import (
 // Runtimes that can be prepared warm: an interpreter started, the image's
 // common modules imported, waiting for the path of the code to run. A
 // sandbox is checkpointed in that state and restored per request.
-const (
-	RuntimePython = "python"
-	RuntimeNode   = "node"
-)
+//
+// Only Python: Node keeps its random generator (OpenSSL's DRBG, which also
+// feeds crypto.randomUUID and randomBytes) in process memory with no way
+// to reseed it from JavaScript, so clones of a warm Node would share it.
+const RuntimePython = "python"
 
 // PrepareRequest starts a warm runtime.
 type PrepareRequest struct {
@@ -22,7 +23,7 @@ type PrepareRequest struct {
 
 // Validate checks a prepare request.
 func (p *PrepareRequest) Validate() error {
-	if p.Runtime != RuntimePython && p.Runtime != RuntimeNode {
+	if p.Runtime != RuntimePython {
 		return fmt.Errorf("unknown runtime %q", p.Runtime)
 	}
 	if len(p.Preload) > 64 || len(p.Env) > MaxArgs {

@@ -10,6 +10,7 @@
 // first). SIGINT interrupts the running cell and the context lives on.
 'use strict';
 const fs = require('fs');
+const net = require('net');
 const vm = require('vm');
 const util = require('util');
 const readline = require('readline');
@@ -26,6 +27,14 @@ function send(msg) {
   fs.writeSync(4, JSON.stringify(msg) + '\n');
 }
 
+// cellStack leaves this runner's frames out of a stack trace.
+function cellStack(stack) {
+  const lines = String(stack || '').split('\n');
+  const i = lines.findIndex((l) => /^\s+at /.test(l) && /node:vm|\[eval\]|node:internal/.test(l));
+  if (i > 0) lines.length = i;
+  return lines.join('\n');
+}
+
 function errorOf(e) {
   if (e !== null && typeof e === 'object') {
     let name = e.name || 'Error';
@@ -33,7 +42,7 @@ function errorOf(e) {
     return {
       name: String(name),
       value: String(e.message === undefined ? e : e.message).slice(0, 65536),
-      traceback: String(e.stack || '').slice(-65536),
+      traceback: cellStack(e.stack).slice(-65536),
     };
   }
   return { name: typeof e, value: String(e).slice(0, 65536), traceback: '' };
@@ -76,7 +85,9 @@ async function runCell(msg) {
 }
 
 let queue = Promise.resolve();
-const rl = readline.createInterface({ input: fs.createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
+// A socket, not fs.createReadStream: a thread-pool read blocked on fd 3
+// would hold process.exit() until the agent closes the pipe.
+const rl = readline.createInterface({ input: new net.Socket({ fd: 3, readable: true, writable: false }), crlfDelay: Infinity });
 rl.on('line', (line) => {
   const msg = JSON.parse(line);
   queue = queue.then(() => runCell(msg));

@@ -35,6 +35,10 @@ def _airlock_warm():
     np = sys.modules.get("numpy")
     if np is not None:
         np.random.seed()
+    if "_ssl" in sys.modules:
+        # OpenSSL keeps its own generator in process memory.
+        import ssl
+        ssl.RAND_add(os.urandom(64), 64.0)
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         tempfile._name_sequence = None

@@ -1,0 +1,238 @@
+package manager_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+type harness struct {
+	m      *manager.Manager
+	store  *sqlite.DB
+	tenant *airlock.Tenant
+	snaps  string
+}
+
+// newHarness builds a manager on real runsc, SQLite and blobs, with base
+// snapshots in snapDir (a fresh one when empty) and the given pool.
+func newHarness(t *testing.T, snapDir string, pool manager.PoolConfig) *harness {
+	t.Helper()
+	backend := testenv.GVisor(t)
+	images := testenv.Images(t)
+	testenv.Image(t, "python-ds")
+	testenv.Image(t, "base")
+	ctx := context.Background()
+	dir := t.TempDir()
+	if snapDir == "" {
+		snapDir = filepath.Join(dir, "snapshots")
+	}
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.Config{
+		Backend: backend, Images: images, Store: store, Blobs: blobs,
+		SnapshotDir: snapDir, Pool: pool,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	tenant := &airlock.Tenant{ID: "t-" + testenv.RandomID(), Name: "t" + testenv.RandomID(), CreatedAt: time.Now()}
+	if err := store.CreateTenant(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{m: m, store: store, tenant: tenant, snaps: snapDir}
+}
+
+func (h *harness) run(t *testing.T, req airlock.ExecuteRequest) *airlock.Execution {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := h.m.Execute(ctx, h.tenant, "test", req)
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	return e
+}
+
+// waitFor runs req until its sandbox comes from want, or fails.
+func (h *harness) waitFor(t *testing.T, req airlock.ExecuteRequest, want string) *airlock.Execution {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		e := h.run(t, req)
+		if e.StartSource == want {
+			return e
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("no execution started from %s within 3 minutes", want)
+	return nil
+}
+
+// TestRestoredClonesDiffer restores many sandboxes from one base snapshot
+// and checks that everything random in them differs.
+func TestRestoredClonesDiffer(t *testing.T) {
+	h := newHarness(t, "", manager.PoolConfig{Disabled: true, Warm: []string{"python-ds/python", "base/node"}})
+	cases := []struct {
+		lang airlock.Language
+		code string
+	}{
+		{airlock.Python, `import json, random, uuid, secrets, numpy
+import ssl
+print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), float(numpy.random.rand()), ssl.RAND_bytes(16).hex(), random.SystemRandom().random()]))`},
+		{airlock.Node, `const c = require('crypto'); console.log(JSON.stringify([Math.random(), Math.random(), c.randomUUID(), c.randomBytes(16).toString('hex')]))`},
+	}
+	for _, c := range cases {
+		t.Run(string(c.lang), func(t *testing.T) {
+			req := airlock.ExecuteRequest{Language: c.lang, Code: c.code}
+			first := h.waitFor(t, req, airlock.StartRestore)
+			outs := []string{first.Stdout}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i := 0; i < 5; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e := h.run(t, req)
+					mu.Lock()
+					defer mu.Unlock()
+					if e.StartSource != airlock.StartRestore {
+						t.Errorf("clone started %s, want restore", e.StartSource)
+					}
+					outs = append(outs, e.Stdout)
+				}()
+			}
+			wg.Wait()
+			seen := map[string]int{}
+			for i, out := range outs {
+				var vals []any
+				if err := json.Unmarshal([]byte(out), &vals); err != nil || len(vals) < 3 {
+					t.Fatalf("clone %d printed %q", i, out)
+				}
+				for j, v := range vals {
+					key := fmt.Sprintf("%d:%v", j, v)
+					if prev, dup := seen[key]; dup {
+						t.Errorf("clone %d and clone %d share value #%d: %v", prev, i, j, v)
+					}
+					seen[key] = i
+				}
+			}
+		})
+	}
+}
+
+// TestPoolHandsOutEachMemberOnce checks that pool members serve requests
+// and that a member serves exactly one.
+func TestPoolHandsOutEachMemberOnce(t *testing.T) {
+	h := newHarness(t, "", manager.PoolConfig{Min: 2, Max: 2, Warm: []string{"base/bash"}})
+	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: `echo $$ $(cat /proc/sys/kernel/random/uuid) > /workspace/mark; ls /workspace`}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if n, _ := h.m.PoolStats(); n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pool did not fill to 2 within 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 4; i++ {
+		e := h.run(t, req)
+		// A reused sandbox would still hold the mark of the run before.
+		if strings.TrimSpace(e.Stdout) != "mark" {
+			t.Fatalf("run %d saw a used workspace: %q", i, e.Stdout)
+		}
+		if i < 2 && e.StartSource != airlock.StartPool {
+			t.Errorf("run %d started %s with a full pool", i, e.StartSource)
+		}
+		if e.Phases[airlock.PhaseAcquire] <= 0 || e.Phases[airlock.PhaseRun] <= 0 {
+			t.Errorf("phases not recorded: %v", e.Phases)
+		}
+	}
+	_, mem := h.m.PoolStats()
+	t.Logf("pool memory after the runs: %d MiB", mem>>20)
+}
+
+// TestCorruptSnapshotFallsBack corrupts a base snapshot on disk: requests
+// still succeed (cold) and the snapshot is rebuilt.
+func TestCorruptSnapshotFallsBack(t *testing.T) {
+	snapDir := filepath.Join(t.TempDir(), "snapshots")
+	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo ok"}
+	func() {
+		h := newHarness(t, snapDir, manager.PoolConfig{Disabled: true, Warm: []string{"base/bash"}})
+		h.waitFor(t, req, airlock.StartRestore)
+	}()
+	entries, err := os.ReadDir(snapDir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("snapshot dir: %v %v", entries, err)
+	}
+	pages := filepath.Join(snapDir, entries[0].Name(), "pages.img")
+	if err := os.WriteFile(pages, []byte("corrupt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, snapDir, manager.PoolConfig{Disabled: true, Warm: []string{"base/bash"}})
+	e := h.run(t, req)
+	if e.Status != airlock.StatusCompleted || e.Stdout != "ok\n" {
+		t.Fatalf("request with a corrupt snapshot: %+v", e)
+	}
+	if e.StartSource == airlock.StartRestore {
+		t.Fatalf("restored from a corrupt snapshot")
+	}
+	h.waitFor(t, req, airlock.StartRestore) // rebuilt
+}
+
+// TestDestroyPhaseRecorded checks the destroy time reaches the record.
+func TestDestroyPhaseRecorded(t *testing.T) {
+	h := newHarness(t, "", manager.PoolConfig{Disabled: true})
+	e := h.run(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "true"})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		got, err := h.store.Execution(context.Background(), h.tenant.ID, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Phases[airlock.PhaseDestroy] > 0 {
+			for _, p := range []string{airlock.PhaseAcquire, airlock.PhaseHandIn, airlock.PhaseRun, airlock.PhaseCollect} {
+				if _, ok := got.Phases[p]; !ok {
+					t.Errorf("phase %s missing from the record: %v", p, got.Phases)
+				}
+			}
+			if got.StartSource != airlock.StartCold {
+				t.Errorf("start %q, want cold", got.StartSource)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("destroy phase never recorded")
+}
