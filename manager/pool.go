@@ -49,7 +49,7 @@ func (c *PoolConfig) defaults() {
 		c.MemoryBudget = 2 << 30
 	}
 	if c.Fillers <= 0 {
-		c.Fillers = 1
+		c.Fillers = 2
 	}
 	if c.RateWindow <= 0 {
 		c.RateWindow = 30 * time.Second

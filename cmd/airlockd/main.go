@@ -54,6 +54,7 @@ type options struct {
 	poolMaxAge     time.Duration
 	warm           string
 	noSnapshots    bool
+	debugListen    string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.Int64Var(&o.poolMemoryMiB, "pool-memory-mib", 2048, "memory budget of all ready pool sandboxes, in MiB")
 	flag.DurationVar(&o.poolMaxAge, "pool-max-age", 10*time.Minute, "pool sandboxes older than this are replaced")
 	flag.StringVar(&o.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
+	flag.StringVar(&o.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	flag.BoolVar(&o.noSnapshots, "no-snapshots", false, "never restore from base snapshots (every sandbox boots)")
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
 	flag.Parse()
@@ -207,6 +209,11 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		WriteTimeout:      o.maxTimeout + 2*time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if o.debugListen != "" {
+		if err := serveDebug(o.debugListen, logger); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
