@@ -60,6 +60,8 @@ flags:
   --requests N         stop after N requests (default: only --duration;
                        at most 1000000)
   --warmup N           requests sent first and not counted (default 0)
+  --rate R             start at most R requests per second in all (default:
+                       back to back); latency then excludes the wait
   --json               print the summary as JSON on stdout
 
 exit status: 0 when the run completed (whatever the errors), 1 on a
@@ -104,6 +106,7 @@ type benchConfig struct {
 	requests    int // 0: bounded by the duration (and maxBenchRequests) only
 	warmup      int
 	perRequest  time.Duration
+	rate        float64 // requests per second across all workers; 0 sends back to back
 }
 
 // benchResult is one measured request.
@@ -134,6 +137,7 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	fs.DurationVar(&cfg.duration, "duration", 30*time.Second, "")
 	fs.IntVar(&cfg.requests, "requests", 0, "")
 	fs.IntVar(&cfg.warmup, "warmup", 0, "")
+	fs.Float64Var(&cfg.rate, "rate", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -158,6 +162,8 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 		return bad("--warmup must be between 0 and %d", maxBenchWarmup)
 	case timeout < 0:
 		return bad("--timeout must not be negative")
+	case cfg.rate < 0 || cfg.rate > 10000:
+		return bad("--rate must be between 0 and 10000")
 	}
 	if !allowRemote {
 		if err := checkLocalURL(srv.serverURL()); err != nil {
@@ -253,10 +259,28 @@ func drive(ctx context.Context, c *client.Client, cfg benchConfig, limit int) []
 		all    []benchResult
 		wg     sync.WaitGroup
 	)
+	// With a rate, request i may start no earlier than start + i/rate,
+	// whichever worker sends it.
+	start := time.Now()
+	pace := func(i int64) {
+		if cfg.rate <= 0 {
+			return
+		}
+		at := start.Add(time.Duration(float64(i-1) / cfg.rate * float64(time.Second)))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(at)):
+		}
+	}
 	for range cfg.concurrency {
 		wg.Go(func() {
 			var mine []benchResult
-			for ctx.Err() == nil && time.Now().Before(deadline) && issued.Add(1) <= int64(limit) {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := issued.Add(1)
+				if i > int64(limit) {
+					break
+				}
+				pace(i)
 				r, ok := benchOne(ctx, c, cfg)
 				if ok {
 					mine = append(mine, r)
