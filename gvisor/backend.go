@@ -68,6 +68,13 @@ func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from str
 	if spec.Image == nil || spec.Image.Rootfs == "" {
 		return nil, fmt.Errorf("gvisor: sandbox %s has no image", spec.ID)
 	}
+	// runsc refuses a root path with a symlink in it (a symlinked state
+	// directory, say): hand it the real path.
+	if real, err := filepath.EvalSymlinks(spec.Image.Rootfs); err == nil && real != spec.Image.Rootfs {
+		img := *spec.Image
+		img.Rootfs = real
+		spec.Image = &img
+	}
 	if spec.Limits.MemoryBytes <= 0 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
 		return nil, fmt.Errorf("gvisor: sandbox %s needs memory, disk and process limits", spec.ID)
 	}

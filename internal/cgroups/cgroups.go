@@ -37,6 +37,8 @@ type Manager interface {
 	Stats(path string) (Stats, error)
 	// Kill sends SIGKILL to every process in the cgroup.
 	Kill(path string) error
+	// Add moves the process pid into the cgroup (every controller of it).
+	Add(path string, pid int) error
 	// Empty reports whether no process is left in the cgroup (true as well
 	// when the cgroup does not exist).
 	Empty(path string) bool

@@ -12,7 +12,33 @@ import (
 // v1 drives one hierarchy per controller.
 type v1 struct{}
 
+// v1Controllers are the hierarchies Airlock creates cgroups in and limits.
 var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
+
+// v1Hierarchies lists the directory name under Root of every mounted v1
+// hierarchy (blkio, cpuset, freezer, name=systemd, ... as well): runsc
+// creates a sandbox's cgroup in all of them, so all are cleaned.
+func v1Hierarchies() []string {
+	entries, err := os.ReadDir(Root)
+	if err != nil {
+		return v1Controllers
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range entries {
+		full := filepath.Join(Root, e.Name())
+		real, err := filepath.EvalSymlinks(full) // cpu,cpuacct and friends
+		if err != nil || seen[real] {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(real, "cgroup.procs")); err != nil || fi.IsDir() {
+			continue
+		}
+		seen[real] = true
+		out = append(out, filepath.Base(real))
+	}
+	return out
+}
 
 func (v1) Version() int { return 1 }
 
@@ -80,15 +106,25 @@ func (c v1) Stats(path string) (Stats, error) {
 
 func (c v1) Kill(path string) error {
 	var errs []error
-	for _, ctl := range v1Controllers {
+	for _, ctl := range v1Hierarchies() {
 		errs = append(errs, killProcs(filepath.Join(c.dir(ctl, path), "cgroup.procs")))
 	}
 	return errors.Join(errs...)
 }
 
+func (c v1) Add(path string, pid int) error {
+	v := strconv.Itoa(pid)
+	for _, ctl := range v1Controllers {
+		if err := writeFile(filepath.Join(c.dir(ctl, path), "cgroup.procs"), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c v1) Remove(path string) error {
 	var errs []error
-	for _, ctl := range v1Controllers {
+	for _, ctl := range v1Hierarchies() {
 		dir := c.dir(ctl, path)
 		errs = append(errs, rmdirRetry(dir, filepath.Join(dir, "cgroup.procs")))
 	}
@@ -98,7 +134,7 @@ func (c v1) Remove(path string) error {
 func (c v1) List(path string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, ctl := range v1Controllers {
+	for _, ctl := range v1Hierarchies() {
 		names, err := listDirs(c.dir(ctl, path))
 		if err != nil {
 			return nil, err
@@ -114,7 +150,7 @@ func (c v1) List(path string) ([]string, error) {
 }
 
 func (c v1) Empty(path string) bool {
-	for _, ctl := range v1Controllers {
+	for _, ctl := range v1Hierarchies() {
 		if !procsEmpty(filepath.Join(c.dir(ctl, path), "cgroup.procs")) {
 			return false
 		}

@@ -79,6 +79,10 @@ func (c v2) Kill(path string) error {
 	return killProcs(filepath.Join(dir, "cgroup.procs"))
 }
 
+func (c v2) Add(path string, pid int) error {
+	return writeFile(filepath.Join(c.dir(path), "cgroup.procs"), strconv.Itoa(pid))
+}
+
 func (c v2) Remove(path string) error {
 	dir := c.dir(path)
 	c.Kill(path)
