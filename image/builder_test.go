@@ -315,12 +315,19 @@ func TestBuild(t *testing.T) {
 	if got, err := st.Resolve(ctx, "base"); err != nil || got.Hash != img2.Hash {
 		t.Errorf("Resolve with agent v2 = %+v, %v", got, err)
 	}
+	// The agent is pinned when the store is made: replacing the file
+	// under a running server changes nothing until a new store.
 	writeELF(t, e.agent, "agent v1", false)
-	if got, err := st.Resolve(ctx, "base"); err != nil || got.Hash != img.Hash {
+	if got, err := st.Resolve(ctx, "base"); err != nil || got.Hash != img2.Hash {
+		t.Errorf("Resolve after the agent file changed = %+v, %v; want the image of the agent the store was made with", got, err)
+	}
+	st1, _ := image.NewStore(image.StoreConfig{StateDir: e.state, AgentPath: e.agent})
+	if got, err := st1.Resolve(ctx, "base"); err != nil || got.Hash != img.Hash {
 		t.Errorf("Resolve with agent v1 = %+v, %v", got, err)
 	}
 	writeELF(t, e.agent, "agent v3", false)
-	if _, err := st.Resolve(ctx, "base"); airlock.ErrorCode(err) != airlock.ENOTFOUND || !strings.Contains(airlock.ErrorMessage(err), "airlock image build base") {
+	st3, _ := image.NewStore(image.StoreConfig{StateDir: e.state, AgentPath: e.agent})
+	if _, err := st3.Resolve(ctx, "base"); airlock.ErrorCode(err) != airlock.ENOTFOUND || !strings.Contains(airlock.ErrorMessage(err), "airlock image build base") {
 		t.Errorf("Resolve with an unbuilt agent = %v", err)
 	}
 	anyAgent, _ := image.NewStore(image.StoreConfig{StateDir: e.state})

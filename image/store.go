@@ -19,7 +19,9 @@ type StoreConfig struct {
 	// StateDir is the node's state directory; images live in StateDir/images.
 	StateDir string
 	// AgentPath, if set, is the agent the node runs: Resolve then returns
-	// only an image built from the current spec with this agent.
+	// only an image built from the current spec with this agent. The agent
+	// is hashed once, when the store is made: replacing the file under a
+	// running server does not change which images it uses.
 	AgentPath string
 }
 
@@ -39,6 +41,12 @@ type Store struct {
 	mu       sync.Mutex
 	agentKey string // path, size, mtime of the hashed agent
 	agentSum string
+
+	// The last scan, reused while the images directory is unchanged (an
+	// image appears or goes by a rename or removal in it, which changes
+	// its modification time).
+	scanned   []built
+	scannedAt time.Time
 }
 
 var _ airlock.ImageResolver = (*Store)(nil)
@@ -63,6 +71,26 @@ type built struct {
 
 // scan returns the complete final images, newest first.
 func (s *Store) scan() ([]built, error) {
+	fi, err := os.Stat(s.imagesDir)
+	if err == nil {
+		s.mu.Lock()
+		if s.scanned != nil && fi.ModTime().Equal(s.scannedAt) {
+			out := s.scanned
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.mu.Unlock()
+	}
+	out, err := s.scanDir()
+	if err == nil && fi != nil && out != nil {
+		s.mu.Lock()
+		s.scanned, s.scannedAt = out, fi.ModTime()
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+func (s *Store) scanDir() ([]built, error) {
 	ents, err := os.ReadDir(s.imagesDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -100,7 +128,7 @@ func (s *Store) agentSHA256() (string, error) {
 	key := fmt.Sprintf("%s|%d|%d", s.cfg.AgentPath, fi.Size(), fi.ModTime().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if key == s.agentKey {
+	if s.agentSum != "" || key == s.agentKey {
 		return s.agentSum, nil
 	}
 	sum, err := FileSHA256(s.cfg.AgentPath)
