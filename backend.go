@@ -37,10 +37,15 @@ type SandboxSpec struct {
 	// Labels are kept with the sandbox so the reconciler can tell whose it
 	// was after a crash (for example the execution ID).
 	Labels map[string]string
+	// Network, when set, runs the sandbox's network stack in the given
+	// namespace (made by the node's Egress) instead of no network at all.
+	// Only backends whose Capabilities list NetworkAllowList take it.
+	Network *SandboxNetwork
 }
 
 // Capabilities describes what a backend can do; the manager consults it
-// instead of switching on backend names.
+// instead of switching on backend names. Isolation() derives the
+// backend's isolation level from it.
 type Capabilities struct {
 	Snapshot          bool
 	Pause             bool
@@ -50,7 +55,10 @@ type Capabilities struct {
 	SeparateKernel    bool // the sandbox does not share the host kernel's syscall surface
 }
 
-// Backend creates sandboxes. gvisor implements it today.
+// Backend creates sandboxes: gvisor (a separate kernel in user space)
+// and namespaces (a hardened container on the host's kernel) implement
+// it. What every backend guarantees is in the package doc (Backends) and
+// checked by package conformance.
 type Backend interface {
 	Name() string
 	Capabilities() Capabilities

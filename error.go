@@ -18,6 +18,7 @@ const (
 	EUNAVAILABLE    = "unavailable"
 	ENOTIMPLEMENTED = "not_implemented"
 	ERATELIMITED    = "rate_limited"
+	EUNPROCESSABLE  = "unprocessable" // well-formed but refused, e.g. an idempotency key reused with another body
 )
 
 // Error is the one domain error. Code is machine-readable; Message is safe

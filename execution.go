@@ -36,8 +36,11 @@ type ExecuteRequest struct {
 	Language     Language `json:"language"`
 	Code         string   `json:"code"`
 	TimeoutSec   int      `json:"timeout_sec,omitempty"`
-	AllowNetwork bool     `json:"allow_network,omitempty"`
+	AllowNetwork bool     `json:"allow_network,omitempty"` // the tenant's default allow list (operator config)
 	Image        string   `json:"image,omitempty"`
+	// Isolation asks for a level (see ChooseBackend); empty means the
+	// node's default backend.
+	Isolation Isolation `json:"isolation,omitempty"`
 }
 
 // How a sandbox was obtained for an execution.
@@ -92,6 +95,8 @@ type Execution struct {
 	// StartSource says how the sandbox was obtained: StartPool,
 	// StartRestore or StartCold.
 	StartSource string `json:"start_source,omitempty"`
+	// Backend names the backend that ran the code (gvisor, namespaces).
+	Backend string `json:"backend,omitempty"`
 	// Phases are the milliseconds spent in each phase: acquire, hand_in,
 	// run, collect, destroy (destroy is recorded after the response).
 	Phases     map[string]float64 `json:"phases_ms,omitempty"`
@@ -147,8 +152,8 @@ func (r *ExecuteRequest) Validate(maxTimeout time.Duration) error {
 	if r.TimeoutSec < 0 || r.TimeoutSec > max {
 		return Problem(EINVALID, "timeout-out-of-range", "timeout_sec must be between 1 and %d (0 or absent means the default)", max)
 	}
-	if r.AllowNetwork {
-		return Problem(EFORBIDDEN, "network-unavailable", "allow_network is not available yet: sandboxes have no network")
+	if r.Isolation != "" && !r.Isolation.Valid() {
+		return Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", r.Isolation, isolationNames())
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ var statusByCode = map[string]int{
 	ECONFLICT:       http.StatusConflict,
 	ETOOLARGE:       http.StatusRequestEntityTooLarge,
 	ERATELIMITED:    http.StatusTooManyRequests,
+	EUNPROCESSABLE:  http.StatusUnprocessableEntity,
 	EUNAVAILABLE:    http.StatusServiceUnavailable,
 	ENOTIMPLEMENTED: http.StatusNotImplemented,
 	EINTERNAL:       http.StatusInternalServerError,
@@ -28,8 +29,8 @@ func HTTPStatus(code string) int {
 
 // CodeForStatus maps an HTTP status back to an error code, for error
 // responses that carry none (a proxy's 502, say): the table's reverse,
-// 422 as invalid, 502 and 504 as unavailable, another 4xx as invalid and
-// anything else as internal.
+// 502 and 504 as unavailable, another 4xx as invalid and anything else as
+// internal.
 func CodeForStatus(status int) string {
 	for code, s := range statusByCode {
 		if s == status {
@@ -37,8 +38,6 @@ func CodeForStatus(status int) string {
 		}
 	}
 	switch {
-	case status == http.StatusUnprocessableEntity:
-		return EINVALID
 	case status == http.StatusBadGateway || status == http.StatusGatewayTimeout:
 		return EUNAVAILABLE
 	case status >= 400 && status < 500:

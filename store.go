@@ -13,6 +13,10 @@ type Store interface {
 	TenantByID(ctx context.Context, id string) (*Tenant, error)
 	ListTenants(ctx context.Context) ([]*Tenant, error)
 	CountTenants(ctx context.Context) (int, error)
+	// SetTenantFirstParty marks a tenant first-party or not, which sets
+	// its isolation floor (see Tenant.IsolationFloor); ErrNotFound if the
+	// tenant does not exist.
+	SetTenantFirstParty(ctx context.Context, tenantID string, firstParty bool) error
 
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// TenantByKeyHash resolves a key hash to its tenant; ErrNotFound if none.

@@ -172,7 +172,7 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 			cwd = filepath.Join(s.cfg.Workspace, cwd)
 		}
 	}
-	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	cmd := s.command(req.Argv, req.MemoryLimitBytes)
 	cmd.Dir = cwd
 	cmd.Env = append(append([]string{}, s.cfg.Env...), req.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

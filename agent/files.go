@@ -1,56 +1,28 @@
 package agent
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
+	"path"
 	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockhq/airlock/protocol"
 )
 
-// resolve maps a workspace path to an absolute one, refusing any symlink
-// on the way (the final element included when noFollow).
-func (s *server) resolve(p string, noFollowLast bool) (string, error) {
-	root, rel, err := protocol.CleanPath(p)
-	if err != nil {
-		return "", err
-	}
-	full := s.cfg.Workspace
-	if root != "/workspace" {
-		full = root
-	}
-	if rel == "." {
-		return full, nil
-	}
-	segs := strings.Split(rel, "/")
-	for i, seg := range segs {
-		full = filepath.Join(full, seg)
-		if i == len(segs)-1 && !noFollowLast {
-			break
-		}
-		fi, err := os.Lstat(full)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				// Nothing below a missing directory exists yet either.
-				return filepath.Join(append([]string{full}, segs[i+1:]...)...), nil
-			}
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return "", fmt.Errorf("%s is a symlink", filepath.Join(segs[:i+1]...))
-		}
-	}
-	return full, nil
-}
-
 func errCode(err error) string {
 	switch {
+	case errors.Is(err, errRefused):
+		return "refused"
+	case errors.Is(err, syscall.ENOTEMPTY):
+		return "not_empty"
 	case errors.Is(err, fs.ErrNotExist):
 		return "not_found"
 	case errors.Is(err, fs.ErrExist):
@@ -67,43 +39,57 @@ func fileInfo(name string, fi fs.FileInfo) protocol.FileInfo {
 	return protocol.FileInfo{Name: name, Size: fi.Size(), Mode: uint32(fi.Mode()), MtimeNS: fi.ModTime().UnixNano(), IsDir: fi.IsDir()}
 }
 
-// putHandler receives a file's bytes into a temporary file and renames it
-// into place at the end, so a failed upload leaves nothing behind.
+// putHandler receives a file's bytes into a temporary file in the
+// destination's directory (held open since the walk) and renames it into
+// place at the end, so a failed upload leaves nothing behind and a symlink
+// at the destination is replaced, never written through.
 type putHandler struct {
 	s      *server
 	stream uint32
+	dir    *os.File
 	tmp    *os.File
-	dest   string
+	name   string
 	n      int64
 	failed bool
 }
 
 func (s *server) put(stream uint32, p string, mode uint32) {
-	dest, err := s.resolve(p, true)
-	if err == nil && isRoot(dest, s.cfg.Workspace) {
-		err = errors.New("cannot write a root directory")
+	fail := func(err error) {
+		s.sendError(stream, errCode(err), err)
+		s.setHandler(stream, &putHandler{s: s, stream: stream, failed: true})
 	}
+	dir, name, err := s.walk(p, true)
 	if err != nil {
-		s.sendError(stream, errCode(err), err)
-		s.setHandler(stream, &putHandler{s: s, stream: stream, failed: true})
+		fail(err)
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		s.sendError(stream, errCode(err), err)
-		s.setHandler(stream, &putHandler{s: s, stream: stream, failed: true})
+	if name == "" {
+		dir.Close()
+		fail(errors.New("cannot write a root directory"))
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dest), ".airlock-put-*")
+	if fi, err := lstatAt(dir, name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// Refused like every symlink. (One swapped in later is replaced
+		// by the rename, never written through.)
+		dir.Close()
+		fail(refused("%s is a symlink", p))
+		return
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmpName := ".airlock-put-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(int(dir.Fd()), tmpName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		s.sendError(stream, errCode(err), err)
-		s.setHandler(stream, &putHandler{s: s, stream: stream, failed: true})
+		dir.Close()
+		fail(&fs.PathError{Op: "create", Path: p, Err: err})
 		return
 	}
+	tmp := os.NewFile(uintptr(fd), tmpName)
 	if mode == 0 {
 		mode = 0o644
 	}
 	tmp.Chmod(fs.FileMode(mode) & fs.ModePerm)
-	s.setHandler(stream, &putHandler{s: s, stream: stream, tmp: tmp, dest: dest})
+	s.setHandler(stream, &putHandler{s: s, stream: stream, dir: dir, tmp: tmp, name: name})
 }
 
 func (h *putHandler) frame(f protocol.Frame) {
@@ -122,16 +108,22 @@ func (h *putHandler) frame(f protocol.Frame) {
 		}
 	case protocol.TDataEnd:
 		h.s.setHandler(h.stream, nil)
-		if err := h.tmp.Close(); err != nil {
-			os.Remove(h.tmp.Name())
+		tmpName := h.tmp.Name()
+		err := h.tmp.Close()
+		h.tmp = nil
+		if err == nil {
+			err = unix.Renameat(int(h.dir.Fd()), tmpName, int(h.dir.Fd()), h.name)
+			if err != nil {
+				err = &fs.PathError{Op: "rename", Path: h.name, Err: err}
+			}
+		}
+		if err != nil {
+			unix.Unlinkat(int(h.dir.Fd()), tmpName, 0)
+			h.dir.Close()
 			h.s.sendError(h.stream, errCode(err), err)
 			return
 		}
-		if err := os.Rename(h.tmp.Name(), h.dest); err != nil {
-			os.Remove(h.tmp.Name())
-			h.s.sendError(h.stream, errCode(err), err)
-			return
-		}
+		h.dir.Close()
 		h.s.respond(h.stream, protocol.Response{Written: h.n})
 	case protocol.TError:
 		h.s.setHandler(h.stream, nil)
@@ -147,33 +139,31 @@ func (h *putHandler) fail(err error) {
 
 func (h *putHandler) abort() {
 	if h.tmp != nil {
+		tmpName := h.tmp.Name()
 		h.tmp.Close()
-		os.Remove(h.tmp.Name())
+		unix.Unlinkat(int(h.dir.Fd()), tmpName, 0)
 		h.tmp = nil
+		h.dir.Close()
 	}
 }
 
 func (s *server) get(stream uint32, p string, max int64) {
-	full, err := s.resolve(p, true)
+	dir, name, err := s.walk(p, false)
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
 	}
-	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	defer dir.Close()
+	if name == "" {
+		s.sendError(stream, "invalid", fmt.Errorf("%s is a directory", p))
+		return
+	}
+	f, fi, err := openFileAt(dir, name)
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		s.sendError(stream, errCode(err), err)
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		s.sendError(stream, "invalid", fmt.Errorf("%s is not a regular file", p))
-		return
-	}
 	if max > 0 && fi.Size() > max {
 		s.sendError(stream, "too_large", fmt.Errorf("%s is %d bytes, more than %d", p, fi.Size(), max))
 		return
@@ -205,13 +195,25 @@ func (s *server) get(stream uint32, p string, max int64) {
 	s.send(protocol.Frame{Type: protocol.TDataEnd, Stream: stream})
 }
 
-func (s *server) list(stream uint32, p string) {
-	full, err := s.resolve(p, true)
-	if err != nil {
-		s.sendError(stream, errCode(err), err)
-		return
+// openListed opens the directory p names, never through a symlink.
+func (s *server) openListed(p string) (*os.File, error) {
+	dir, name, err := s.walk(p, false)
+	if err != nil || name == "" {
+		return dir, err
 	}
-	d, err := os.Open(full)
+	defer dir.Close()
+	fd, err := openDirAt(int(dir.Fd()), name)
+	switch {
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return nil, refused("%s is a symlink or not a directory", p)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+func (s *server) list(stream uint32, p string) {
+	d, err := s.openListed(p)
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
@@ -228,7 +230,7 @@ func (s *server) list(stream uint32, p string) {
 	}
 	entries := make([]protocol.FileInfo, 0, len(names))
 	for _, n := range names {
-		fi, err := os.Lstat(filepath.Join(full, n))
+		fi, err := lstatAt(d, n)
 		// Invalid UTF-8 would reach the host mangled (and longer).
 		if err != nil || len(n) > protocol.MaxNameBytes || !utf8.ValidString(n) {
 			continue
@@ -239,49 +241,52 @@ func (s *server) list(stream uint32, p string) {
 }
 
 func (s *server) stat(stream uint32, p string) {
-	full, err := s.resolve(p, true)
+	dir, name, err := s.walk(p, false)
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
 	}
-	fi, err := os.Lstat(full)
+	defer dir.Close()
+	var fi fs.FileInfo
+	if name == "" {
+		var st unix.Stat_t
+		if err = unix.Fstat(int(dir.Fd()), &st); err == nil {
+			root, _, _ := protocol.CleanPath(p)
+			fi = statInfo(path.Base(root), &st)
+		}
+	} else if fi, err = lstatAt(dir, name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		err = refused("%s is a symlink", p)
+	}
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
 	}
-	name := filepath.Base(full)
-	if full == s.cfg.Workspace {
-		name = "workspace"
-	}
-	info := fileInfo(name, fi)
+	info := fileInfo(fi.Name(), fi)
 	s.respond(stream, protocol.Response{Info: &info})
 }
 
 func (s *server) remove(stream uint32, p string) {
-	full, err := s.resolve(p, true)
-	if err == nil && isRoot(full, s.cfg.Workspace) {
+	dir, name, err := s.walk(p, false)
+	if err == nil && name == "" {
+		dir.Close()
 		err = errors.New("cannot remove a root directory")
 	}
 	if err != nil {
 		s.sendError(stream, errCode(err), err)
 		return
 	}
-	if err := os.Remove(full); err != nil {
-		s.sendError(stream, errCode(err), err)
+	defer dir.Close()
+	err = unix.Unlinkat(int(dir.Fd()), name, 0)
+	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
+		// A directory (Linux says EISDIR, POSIX allows EPERM): remove it
+		// if it is empty.
+		if derr := unix.Unlinkat(int(dir.Fd()), name, unix.AT_REMOVEDIR); derr == nil || !errors.Is(derr, unix.ENOTDIR) {
+			err = derr
+		}
+	}
+	if err != nil {
+		s.sendError(stream, errCode(&fs.PathError{Op: "remove", Path: p, Err: err}), &fs.PathError{Op: "remove", Path: p, Err: err})
 		return
 	}
 	s.respond(stream, protocol.Response{})
-}
-
-// isRoot reports whether p is the workspace or another root.
-func isRoot(p, workspace string) bool {
-	if p == workspace {
-		return true
-	}
-	for _, r := range protocol.Roots {
-		if p == r {
-			return true
-		}
-	}
-	return false
 }

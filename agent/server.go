@@ -19,6 +19,10 @@ type Config struct {
 	Env       []string // base environment of every program
 	Build     string   // build identifier sent in the Hello
 	Log       *log.Logger
+
+	// SelfExe is this agent's binary, which starts programs under a memory
+	// limit (see RunHelperIfAsked); default os.Executable().
+	SelfExe string
 }
 
 // Validate checks the config.
@@ -43,6 +47,8 @@ type server struct {
 	procs   *processTable
 	warm    map[string]*warmRuntime // prepared runtimes by name, guarded by mu
 	quit    chan struct{}
+
+	contexts *contextTable // code contexts; see context.go
 }
 
 // streamHandler receives the host's frames after a stream's request.
@@ -68,9 +74,12 @@ func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
 		warm:    map[string]*warmRuntime{},
 		procs:   newProcessTable(),
 		quit:    make(chan struct{}),
+
+		contexts: newContextTable(),
 	}
 	defer s.procs.killAll()
 	defer s.abortStreams() // e.g. remove the temporary file of an unfinished put
+	defer s.contexts.closeAll()
 	s.startReaper()
 	if err := s.send(protocol.Frame{Type: protocol.THello, Payload: protocol.Encode(protocol.Hello{
 		Version: protocol.Version, Agent: cfg.Build, PID: os.Getpid(),
@@ -184,6 +193,14 @@ func (s *server) dispatch(ctx context.Context, f protocol.Frame) {
 		s.remove(f.Stream, req.Path)
 	case protocol.OpPrepare:
 		go s.prepare(f.Stream, req.Prepare) // imports take a while
+	case protocol.OpContextCreate:
+		go s.contextCreate(f.Stream, req.Context)
+	case protocol.OpContextRun:
+		go s.contextRun(f.Stream, req.Context)
+	case protocol.OpContextRestart:
+		go s.contextRestart(f.Stream, req.Context)
+	case protocol.OpContextClose:
+		go s.contextClose(f.Stream, req.Context)
 	case protocol.OpShutdown:
 		s.procs.killAll()
 		s.respond(f.Stream, protocol.Response{})

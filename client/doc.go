@@ -1,6 +1,8 @@
 // Package client is the Go client of the Airlock HTTP API: it runs code
-// (POST /v1/execute), reads the execution history, downloads artifacts and
-// checks a server's health.
+// (POST /v1/execute), reads the execution history, downloads artifacts,
+// checks a server's health, and drives sessions: create (idempotently),
+// exec (streamed as server-sent events), files (streamed both ways) and
+// code contexts.
 //
 // It owns only the wire side: building requests, bounding and decoding
 // responses, and turning RFC 9457 problem documents into *Error values that

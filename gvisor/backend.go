@@ -46,7 +46,7 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 		Snapshot:          true,
 		Pause:             false,
 		HardwareIsolation: false,
-		NetworkModes:      []string{"none"},
+		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		SeparateKernel:    true, // the gVisor kernel stands between code and host
 	}
@@ -74,6 +74,9 @@ func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from str
 		img := *spec.Image
 		img.Rootfs = real
 		spec.Image = &img
+	}
+	if spec.Network != nil && from != "" {
+		return nil, fmt.Errorf("gvisor: sandbox %s: a sandbox with a network is booted, never restored", spec.ID)
 	}
 	if spec.Limits.MemoryBytes <= 0 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
 		return nil, fmt.Errorf("gvisor: sandbox %s needs memory, disk and process limits", spec.ID)

@@ -63,3 +63,6 @@ func (c *Config) Validate() error {
 
 func (c *Config) runscRoot() string    { return filepath.Join(c.StateDir, "runsc") }
 func (c *Config) sandboxesDir() string { return filepath.Join(c.StateDir, "sandboxes") }
+
+// Config returns the backend's configuration, defaults filled in.
+func (b *Backend) Config() Config { return b.cfg }

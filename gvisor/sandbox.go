@@ -121,7 +121,11 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	}); err != nil {
 		return err
 	}
-	if err := writeBundle(bundle, ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp)); err != nil {
+	oci := ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp)
+	if err := applyNetwork(oci, spec.Network, s.dir); err != nil {
+		return err
+	}
+	if err := writeBundle(bundle, oci); err != nil {
 		return err
 	}
 
@@ -130,7 +134,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return fmt.Errorf("gvisor: %w", err)
 	}
 	defer logf.Close()
-	args := s.b.globalFlags()
+	args := append(s.b.globalFlags(), networkFlags(spec.Network)...)
 	if s.b.cfg.DebugLogs {
 		args = append(args, "--debug", "--debug-log", filepath.Join(s.dir, "debug")+"/")
 	}
@@ -202,11 +206,31 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 	}, nil
 }
 
-// Stop kills every process of the sandbox and waits for runsc to exit. It
-// kills the sandbox's host processes (the gVisor kernel and its gofer)
-// through their cgroup, which is immediate and costs no runsc call; `runsc
-// kill` and the process group are fallbacks.
+// Stop stops every process of the sandbox: it freezes the sandbox's cgroup
+// (the gVisor kernel and its gofer), which takes a millisecond or two, and
+// returns once all are stopped; nothing inside can change a file after
+// that. Destroy kills them. Where freezing fails, Stop kills instead.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	if s.cmd == nil {
+		return nil
+	}
+	select {
+	case <-s.exited:
+		return nil
+	default:
+	}
+	if err := s.b.cgroups.Freeze(s.cgroup); err == nil {
+		return nil
+	} else {
+		s.b.cfg.Logger.Warn("freezing a sandbox failed; killing it", "sandbox", s.id, "err", err)
+	}
+	return s.kill(ctx)
+}
+
+// kill kills every process of the sandbox through its cgroup, which is
+// immediate and costs no runsc call; `runsc kill` and the process group are
+// fallbacks.
+func (s *Sandbox) kill(ctx context.Context) error {
 	if s.cmd == nil {
 		return nil
 	}
@@ -256,7 +280,7 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	if s.cmd != nil {
-		if err := s.Stop(ctx); err != nil {
+		if err := s.kill(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		if s.agent != nil {

@@ -17,7 +17,8 @@
 //     downloads from airlock.Blobs under ArtifactBlobKey.
 //
 // It must not touch sandboxes, backends or images (it calls an
-// airlock.Executor and nothing below it), nor SQL or files (it speaks only
-// to airlock.Store and airlock.Blobs). The exit code of user code is a
+// airlock.Executor and an airlock.SessionService and nothing below them),
+// nor SQL or files (it speaks only to airlock.Store and airlock.Blobs).
+// Streams (exec and cell output) are server-sent events (sse.go). The exit code of user code is a
 // result (200), never an API error.
 package httpapi

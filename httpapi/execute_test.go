@@ -47,7 +47,6 @@ func TestExecuteProblems(t *testing.T) {
 		{"body over the limit", req{key: "A", body: big(httpapi.MaxRequestBytes)}, 413, "request-too-large", ""},
 		{"timeout too long", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":31}`}, 400, "timeout-out-of-range", ""},
 		{"timeout negative", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":-1}`}, 400, "timeout-out-of-range", ""},
-		{"allow_network", req{key: "A", body: `{"language":"python","code":"x","allow_network":true}`}, 403, "network-unavailable", ""},
 		{"agent id too long", req{key: "A", body: okBody, header: map[string]string{"X-Agent-Id": strings.Repeat("a", 201)}}, 400, "invalid-agent-id", ""},
 		{"agent id not ASCII", req{key: "A", body: okBody, header: map[string]string{"X-Agent-Id": "agent-é"}}, 400, "invalid-agent-id", ""},
 		{"text/plain", req{key: "A", body: okBody, header: map[string]string{"Content-Type": "text/plain"}}, 415, "unsupported-media-type", ""},

@@ -60,6 +60,9 @@ func (f *fakeExecutor) Execute(ctx context.Context, tenant *airlock.Tenant, agen
 	if fn != nil {
 		return fn(ctx, tenant, agentID, req)
 	}
+	if req.AllowNetwork { // like a node without an egress proxy
+		return nil, airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "allow_network: this node has no egress proxy")
+	}
 	sum := sha256.Sum256([]byte(req.Code))
 	e := &airlock.Execution{
 		TenantID:   tenant.ID,

@@ -31,4 +31,23 @@ var routes = []route{
 	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},
 	// Signed URL (token query) or the owner's bearer key.
 	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
+
+	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
+	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},
+	{http.MethodGet, "/v1/sessions", (*Server).listSessions, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}", (*Server).getSession, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}", (*Server).deleteSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/timeout", (*Server).extendSession, authBearer},
+	{http.MethodPut, "/v1/sessions/{id}/network", (*Server).setSessionNetwork, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/egress", (*Server).sessionEgress, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/exec", (*Server).sessionExec, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/exec/{pid}/signal", (*Server).signalExec, authBearer},
+	{http.MethodPut, "/v1/sessions/{id}/files", (*Server).putFile, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/files", (*Server).getFile, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/files", (*Server).deleteFile, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts", (*Server).createContext, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/contexts", (*Server).listContexts, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/contexts/{cid}", (*Server).deleteContext, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/restart", (*Server).restartContext, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/run", (*Server).runCell, authBearer},
 }

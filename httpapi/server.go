@@ -34,6 +34,9 @@ type Config struct {
 	// Metrics serves GET /metrics (Prometheus text format); nil answers
 	// 404. It carries no tenant data and needs no key.
 	Metrics http.Handler
+	// Sessions serves /v1/sessions and everything under it; nil answers
+	// 501 sessions-disabled.
+	Sessions airlock.SessionService
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte

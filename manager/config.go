@@ -14,10 +14,16 @@ import (
 
 // Config configures a Manager.
 type Config struct {
-	Backend airlock.Backend
-	Images  airlock.ImageResolver
-	Store   airlock.Store
-	Blobs   airlock.Blobs
+	// Backend is the node's default backend; the warm pool and the base
+	// snapshots serve it. Backends are further backends a request reaches
+	// by asking for their isolation, within its tenant's floor (see
+	// airlock.ChooseBackend); they start their sandboxes fresh.
+	Backend  airlock.Backend
+	Backends []airlock.Backend
+
+	Images airlock.ImageResolver
+	Store  airlock.Store
+	Blobs  airlock.Blobs
 
 	// Limits of a one-shot execution; Timeout is the default wall time.
 	Limits airlock.Limits
@@ -46,6 +52,11 @@ type Config struct {
 	// Metrics registers the manager's Prometheus series; nil keeps them
 	// in a private registry.
 	Metrics prometheus.Registerer
+	// Egress gives executions with allow_network their network, under
+	// the allow list NetworkAllow returns for the tenant (operator
+	// config); nil Egress or an empty list refuses such executions.
+	Egress       airlock.Egress
+	NetworkAllow func(*airlock.Tenant) []string
 
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -56,6 +67,11 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.Backend == nil || c.Images == nil || c.Store == nil || c.Blobs == nil {
 		return fmt.Errorf("manager: backend, images, store and blobs are required")
+	}
+	for i, b := range c.Backends {
+		if b == nil {
+			return fmt.Errorf("manager: backend %d is nil", i)
+		}
 	}
 	if c.Limits == (airlock.Limits{}) {
 		c.Limits = airlock.DefaultLimits

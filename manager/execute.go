@@ -23,6 +23,13 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if err := req.Validate(m.cfg.MaxTimeout); err != nil {
 		return nil, err
 	}
+	backend, err := m.backendFor(tenant, req.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkNetwork(tenant, backend, req); err != nil {
+		return nil, err
+	}
 	imageName := req.Image
 	if imageName == "" {
 		imageName = m.cfg.DefaultImages[req.Language]
@@ -53,10 +60,11 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 		Phases:     map[string]float64{},
 		CreatedAt:  m.cfg.Now().UTC(),
 	}
+	e.Backend = backend.Name()
 	if err := m.cfg.Store.CreateExecution(ctx, e); err != nil {
 		return nil, fmt.Errorf("manager: record execution: %w", err)
 	}
-	sb, runErr := m.run(ctx, e, img, req, limits)
+	sb, runErr := m.run(ctx, backend, e, img, req, limits)
 	finished := m.cfg.Now().UTC()
 	e.FinishedAt = &finished
 	if runErr != nil {
@@ -117,10 +125,10 @@ func msSince(t time.Time) float64 {
 // run does the sandbox part of an execution and fills e with the result.
 // It returns the sandbox, stopped, for the caller to destroy (nil if none
 // was obtained or it is already destroyed).
-func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Image, req airlock.ExecuteRequest, limits airlock.Limits) (airlock.Sandbox, error) {
+func (m *Manager) run(ctx context.Context, backend airlock.Backend, e *airlock.Execution, img *airlock.Image, req airlock.ExecuteRequest, limits airlock.Limits) (airlock.Sandbox, error) {
 	t := time.Now()
 	k := m.keyFor(img, req.Language)
-	sb, source, err := m.sandboxFor(ctx, k, "ex-"+e.ID, map[string]string{"airlock.execution": e.ID, "airlock.tenant": e.TenantID})
+	sb, source, err := m.sandboxWithNetwork(ctx, backend, k, e, req, map[string]string{"airlock.execution": e.ID, "airlock.tenant": e.TenantID})
 	if err != nil {
 		return nil, err
 	}
@@ -169,10 +177,7 @@ func (m *Manager) run(ctx context.Context, e *airlock.Execution, img *airlock.Im
 	if err := sb.Stop(ctx); err != nil {
 		return sb, fmt.Errorf("stop sandbox: %w", err)
 	}
-	select {
-	case <-p.Done():
-	case <-time.After(5 * time.Second):
-	}
+	e.HadNetworkAttempt = airlock.NetworkAttempts(ctx, sb) > 0
 	if st, err := sb.Stats(ctx); err == nil {
 		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
 		e.OOMKilled = st.OOMKilled

@@ -137,12 +137,14 @@ func (m *Manager) release() { <-m.slots }
 // still has and executions recorded as running. Call it once at start,
 // before serving.
 func (m *Manager) Reconcile(ctx context.Context) error {
-	ids, err := m.cfg.Backend.Reconcile(ctx)
-	if len(ids) > 0 {
-		m.cfg.Logger.Warn("reconciler ended sandboxes left by an earlier run", "count", len(ids), "ids", ids)
-	}
-	if err != nil {
-		return err
+	for _, b := range m.backends() {
+		ids, err := b.Reconcile(ctx)
+		if len(ids) > 0 {
+			m.cfg.Logger.Warn("reconciler ended sandboxes left by an earlier run", "backend", b.Name(), "count", len(ids), "ids", ids)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	n, err := m.cfg.Store.FailRunningExecutions(ctx, "interrupted: the server stopped while this execution ran")
 	if n > 0 {

@@ -60,6 +60,7 @@ type Request struct {
 	Max  int64        `json:"max,omitempty"`  // get: most bytes to send
 
 	Prepare *PrepareRequest `json:"prepare,omitempty"`
+	Context *ContextRequest `json:"context,omitempty"` // context ops; see context.go
 }
 
 // Validate checks a request (the agent calls it on what the host sends).
@@ -72,6 +73,8 @@ func (r *Request) Validate() error {
 			return fmt.Errorf("prepare request without prepare")
 		}
 		return r.Prepare.Validate()
+	case OpContextCreate, OpContextRun, OpContextRestart, OpContextClose:
+		return r.validateContext()
 	case OpExec:
 		if r.Exec == nil {
 			return fmt.Errorf("exec request without exec")
@@ -94,6 +97,10 @@ type ExecRequest struct {
 	// Warm asks the agent to run the program in its prepared runtime when
 	// one matches Argv ([interpreter, file]); else it starts it afresh.
 	Warm bool `json:"warm,omitempty"`
+	// MemoryLimitBytes, if set, is the program's address-space limit
+	// (RLIMIT_AS), set before it runs: in a session one command that
+	// allocates too much fails alone instead of taking the sandbox down.
+	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
 }
 
 // Validate bounds an exec request.
@@ -119,6 +126,9 @@ func (e *ExecRequest) Validate() error {
 	}
 	if e.TimeoutMS < 0 {
 		return fmt.Errorf("negative timeout")
+	}
+	if e.MemoryLimitBytes < 0 {
+		return fmt.Errorf("negative memory limit")
 	}
 	return nil
 }

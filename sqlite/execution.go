@@ -102,12 +102,12 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 			status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
 			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
 			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
-			finished_at = ?, start_source = ?, phases = ?
+			finished_at = ?, start_source = ?, phases = ?, backend = ?
 			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
 			string(status), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
-			e.StartSource, encodePhases(e.Phases),
+			e.StartSource, encodePhases(e.Phases), e.Backend,
 			e.ID, e.TenantID)
 		if err != nil {
 			return err
@@ -153,11 +153,11 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases`
+		created_at, finished_at, start_source, phases, backend`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases`
+		created_at, finished_at, start_source, phases, backend`
 )
 
 func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
@@ -169,7 +169,7 @@ func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, err
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases)
+		&e.StartSource, &phases, &e.Backend)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/airlockhq/airlock/agent"
+	"github.com/airlockhq/airlock/namespaces/nsinit"
 )
 
 // build is set at link time (-ldflags "-X main.build=...").
@@ -23,6 +24,9 @@ type stdio struct {
 }
 
 func main() {
+	nsinit.RunIfAsked()      // the namespaces backend's init stage: execs the agent, never returns
+	agent.RunHelperIfAsked() // starting a program under a memory limit: never returns
+	agent.HardenInit()
 	workspace := flag.String("workspace", "/workspace", "absolute path of the workspace")
 	flag.Parse()
 	logger := log.New(os.Stderr, "airlock-agent: ", log.Lmicroseconds)

@@ -12,6 +12,7 @@ import (
 
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
+  airlock tenant set NAME --first-party[=false] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
 
 Administers the tenants in this node's store, <state-dir>/airlock.db; run it
@@ -19,6 +20,11 @@ on the server host, as the user that owns the state directory (root).
 
   create  adds a tenant; NAME is 1-64 characters of a-z, 0-9 and '-',
           starting with a letter. Give it a key with 'airlock key create'.
+  set     --first-party marks the tenant first-party: its code may then
+          also run with isolation "container" (the namespaces backend, on
+          the host's kernel) when a request asks for it. --first-party=false
+          takes that back: the tenant's code runs only behind a separate
+          kernel (gVisor, a microVM), which is every tenant's default.
   ls      lists the tenants, oldest first
 
 flags:
@@ -34,18 +40,20 @@ func init() {
 
 func runTenant(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "tenant", 2, "want a subcommand: create or ls")
+		return usageError(std.err, "tenant", 2, "want a subcommand: create, set or ls")
 	}
 	switch args[0] {
 	case "create":
 		return runTenantCreate(ctx, args[1:], std)
 	case "ls", "list":
 		return runTenantList(ctx, args[1:], std)
+	case "set":
+		return runTenantSet(ctx, args[1:], std)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, tenantUsage)
 		return nil
 	}
-	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create or ls)", args[0])
+	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create, set or ls)", args[0])
 }
 
 // validTenantName checks a tenant name: 1-64 characters of [a-z0-9-],

@@ -55,6 +55,9 @@ type options struct {
 	warm           string
 	noSnapshots    bool
 	debugListen    string
+	namespaces     bool
+	sessions       sessionOptions
+	egress         egressOptions
 }
 
 func main() {
@@ -74,7 +77,10 @@ func main() {
 	flag.StringVar(&o.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
 	flag.StringVar(&o.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	flag.BoolVar(&o.noSnapshots, "no-snapshots", false, "never restore from base snapshots (every sandbox boots)")
+	flag.BoolVar(&o.namespaces, "namespaces", envOr("AIRLOCK_NAMESPACES", "") == "1", "also offer the namespaces backend (isolation \"container\", first-party tenants only) (env AIRLOCK_NAMESPACES=1)")
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
+	o.sessions.register(flag.CommandLine)
+	o.egress.register(flag.CommandLine)
 	flag.Parse()
 
 	var level slog.Level
@@ -131,6 +137,11 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	extra, closeExtra, err := extraBackends(o, logger)
+	if err != nil {
+		return err
+	}
+	defer closeExtra()
 	limits := airlock.DefaultLimits
 	limits.Timeout = o.defaultTimeout
 	limits.MemoryBytes = o.memoryMiB << 20
@@ -144,10 +155,24 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
+	eg, err := startEgress(o.egress, store, logger)
+	if err != nil {
+		return err
+	}
+	if eg != nil {
+		defer func() { // after the sessions and the manager: their networks go first
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := eg.Close(cctx); err != nil {
+				logger.Error("stopping the egress proxy", "err", err)
+			}
+		}()
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mgr, err := manager.New(manager.Config{
 		Backend:       backend,
+		Backends:      extra,
 		Images:        images,
 		Store:         store,
 		Blobs:         blobs,
@@ -165,12 +190,18 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		},
 		Metrics: registry,
 		Logger:  logger,
+
+		Egress:       egressOf(eg),
+		NetworkAllow: o.egress.allowFor,
 	})
 	if err != nil {
 		return err
 	}
 	if err := mgr.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
+	}
+	if err := reconcileEgress(ctx, eg, logger); err != nil {
+		return err
 	}
 	if err := mgr.Start(ctx); err != nil {
 		return err
@@ -182,6 +213,11 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 			logger.Error("stopping the manager", "err", err)
 		}
 	}()
+	sessions, err := startSessions(ctx, o.sessions, backend, images, store, egressOf(eg), egressLogOf(eg, store), logger)
+	if err != nil {
+		return err
+	}
+	defer closeSessions(sessions, logger) // on the way out; a clean shutdown closes them earlier
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
@@ -195,6 +231,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		Executor:   mgr,
 		Ready:      readiness(images),
 		Metrics:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+		Sessions:   sessions,
 		SigningKey: signingKey,
 		MaxTimeout: o.maxTimeout,
 		Logger:     logger,
@@ -227,7 +264,8 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: waiting for running executions")
+	logger.Info("shutting down: ending sessions, waiting for running executions")
+	closeSessions(sessions, logger) // their requests end now, not at their timeouts
 	sctx, cancel := context.WithTimeout(context.Background(), o.maxTimeout+30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)

@@ -39,9 +39,20 @@ type Manager interface {
 	Kill(path string) error
 	// Add moves the process pid into the cgroup (every controller of it).
 	Add(path string, pid int) error
+	// ThreadFiles lists the files a thread writes "0" into to move itself
+	// into the cgroup, where that is cheaper than Add: on v1, each
+	// hierarchy's tasks file (moving the calling thread needs no global
+	// lock, while moving a whole process waits for an RCU grace period).
+	// Nil on v2, where Add is the way.
+	ThreadFiles(path string) []string
 	// Empty reports whether no process is left in the cgroup (true as well
 	// when the cgroup does not exist).
 	Empty(path string) bool
+	// Freeze stops every process in the cgroup and returns once all are
+	// stopped; Thaw lets them run again. A process killed while frozen
+	// dies when thawed.
+	Freeze(path string) error
+	Thaw(path string) error
 	// Remove kills what is left and removes the cgroup; it is idempotent.
 	Remove(path string) error
 	// List returns the child cgroup names under path.
@@ -144,4 +155,18 @@ func listDirs(dir string) ([]string, error) {
 func procsEmpty(procsFile string) bool {
 	b, err := os.ReadFile(procsFile)
 	return err != nil || len(strings.TrimSpace(string(b))) == 0
+}
+
+// waitFor polls cond with a growing pause until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
 }

@@ -6,14 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // v1 drives one hierarchy per controller.
 type v1 struct{}
 
-// v1Controllers are the hierarchies Airlock creates cgroups in and limits.
-var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
+// v1Controllers are the hierarchies Airlock creates cgroups in (and
+// limits, but for the freezer).
+var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids", "freezer"}
 
 // v1Hierarchies lists the directory name under Root of every mounted v1
 // hierarchy (blkio, cpuset, freezer, name=systemd, ... as well): runsc
@@ -109,6 +111,7 @@ func (c v1) Kill(path string) error {
 	for _, ctl := range v1Hierarchies() {
 		errs = append(errs, killProcs(filepath.Join(c.dir(ctl, path), "cgroup.procs")))
 	}
+	c.Thaw(path) // frozen processes die only once thawed
 	return errors.Join(errs...)
 }
 
@@ -122,7 +125,16 @@ func (c v1) Add(path string, pid int) error {
 	return nil
 }
 
+func (c v1) ThreadFiles(path string) []string {
+	files := make([]string, len(v1Controllers))
+	for i, ctl := range v1Controllers {
+		files[i] = filepath.Join(c.dir(ctl, path), "tasks")
+	}
+	return files
+}
+
 func (c v1) Remove(path string) error {
+	c.Kill(path) // and thaw: a frozen cgroup's processes never leave it
 	var errs []error
 	for _, ctl := range v1Hierarchies() {
 		dir := c.dir(ctl, path)
@@ -156,4 +168,26 @@ func (c v1) Empty(path string) bool {
 		}
 	}
 	return true
+}
+
+func (c v1) freezerState(path string) string {
+	b, err := os.ReadFile(filepath.Join(c.dir("freezer", path), "freezer.state"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (c v1) Freeze(path string) error {
+	if err := writeFile(filepath.Join(c.dir("freezer", path), "freezer.state"), "FROZEN"); err != nil {
+		return err
+	}
+	if !waitFor(5*time.Second, func() bool { return c.freezerState(path) == "FROZEN" }) {
+		return fmt.Errorf("cgroups: %s did not freeze", path)
+	}
+	return nil
+}
+
+func (c v1) Thaw(path string) error {
+	return writeFile(filepath.Join(c.dir("freezer", path), "freezer.state"), "THAWED")
 }

@@ -73,6 +73,7 @@ func (c v2) Stats(path string) (Stats, error) {
 
 func (c v2) Kill(path string) error {
 	dir := c.dir(path)
+	defer c.Thaw(path) // frozen processes die only once thawed
 	if err := writeFile(filepath.Join(dir, "cgroup.kill"), "1"); err == nil {
 		return nil
 	}
@@ -83,6 +84,8 @@ func (c v2) Add(path string, pid int) error {
 	return writeFile(filepath.Join(c.dir(path), "cgroup.procs"), strconv.Itoa(pid))
 }
 
+func (v2) ThreadFiles(string) []string { return nil }
+
 func (c v2) Remove(path string) error {
 	dir := c.dir(path)
 	c.Kill(path)
@@ -92,3 +95,21 @@ func (c v2) Remove(path string) error {
 func (c v2) List(path string) ([]string, error) { return listDirs(c.dir(path)) }
 
 func (c v2) Empty(path string) bool { return procsEmpty(filepath.Join(c.dir(path), "cgroup.procs")) }
+
+func (c v2) Freeze(path string) error {
+	if err := writeFile(filepath.Join(c.dir(path), "cgroup.freeze"), "1"); err != nil {
+		return err
+	}
+	frozen := func() bool {
+		v, err := readKey(filepath.Join(c.dir(path), "cgroup.events"), "frozen")
+		return err == nil && v == 1
+	}
+	if !waitFor(5*time.Second, frozen) {
+		return fmt.Errorf("cgroups: %s did not freeze", path)
+	}
+	return nil
+}
+
+func (c v2) Thaw(path string) error {
+	return writeFile(filepath.Join(c.dir(path), "cgroup.freeze"), "0")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/namespaces"
 )
 
 // StateDir is where scripts/test.sh built the images.
@@ -98,6 +99,55 @@ func GVisor(t testing.TB) *gvisor.Backend {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		ids, err := b.Reconcile(ctx)
+		if err != nil {
+			t.Errorf("reconcile at cleanup: %v", err)
+		}
+		if len(ids) > 0 {
+			t.Errorf("sandboxes left behind at test end: %v", ids)
+		}
+		if err := b.CheckClean(ctx); err != nil {
+			t.Errorf("host not clean after the test: %v", err)
+		}
+		if err := b.RemoveAll(); err != nil {
+			t.Errorf("remove backend state: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	return b
+}
+
+// Namespaces returns a namespaces backend with its own state directory,
+// cgroup parent and a random block of host uids. When the test ends,
+// every sandbox it left is reconciled away and the test fails if anything
+// of them remains on the host.
+func Namespaces(t testing.TB) *namespaces.Backend {
+	t.Helper()
+	RequireRoot(t)
+	dir, err := os.MkdirTemp("", "airlock-test-ns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r [2]byte
+	rand.Read(r[:])
+	b, err := namespaces.New(namespaces.Config{
+		StateDir:     dir,
+		CgroupParent: "airlock-test-ns-" + RandomID(),
+		// A block of its own, so that tests running at once never share
+		// a host uid.
+		UIDBase:  namespaces.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096,
+		UIDCount: 4096,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Close(); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
 		ids, err := b.Reconcile(ctx)
 		if err != nil {
 			t.Errorf("reconcile at cleanup: %v", err)

@@ -1,0 +1,338 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Broker makes calls for sandbox code with credentials that stay on the
+// host. It implements airlock.Broker.
+type Broker struct {
+	cfg    Config
+	scopes map[string]*Scope
+	client map[string]*http.Client // by scope
+}
+
+var _ airlock.Broker = (*Broker)(nil)
+
+// New returns a broker for the configured scopes.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, scopes: map[string]*Scope{}, client: map[string]*http.Client{}}
+	for i := range cfg.Scopes {
+		sc := &cfg.Scopes[i]
+		b.scopes[sc.Name] = sc
+		b.client[sc.Name] = b.newClient(sc)
+	}
+	return b, nil
+}
+
+// Scopes lists the configured scope names.
+func (b *Broker) Scopes() []string {
+	out := make([]string, 0, len(b.scopes))
+	for n := range b.scopes {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// HasScope reports whether a scope of that name is configured.
+func (b *Broker) HasScope(name string) bool { _, ok := b.scopes[name]; return ok }
+
+func (b *Broker) newClient(sc *Scope) *http.Client {
+	roots := sc.roots
+	if roots == nil {
+		roots = b.cfg.RootCAs
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	tr := &http.Transport{
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       60 * time.Second,
+		ResponseHeaderTimeout: b.cfg.Timeout,
+		Proxy:                 nil, // never through a proxy from the environment
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			if a, err := netip.ParseAddr(host); err == nil {
+				return d.DialContext(ctx, network, netip.AddrPortFrom(a, mustPort(port)).String())
+			}
+			if b.cfg.LookupHost == nil {
+				return d.DialContext(ctx, network, addr)
+			}
+			addrs, err := b.cfg.LookupHost(ctx, host)
+			if err != nil {
+				return nil, err
+			}
+			var errs []error
+			for _, a := range addrs {
+				c, err := d.DialContext(ctx, network, netip.AddrPortFrom(a, mustPort(port)).String())
+				if err == nil {
+					return c, nil
+				}
+				errs = append(errs, err)
+			}
+			return nil, fmt.Errorf("connect to %s: %w", host, errors.Join(errs...))
+		},
+	}
+	return &http.Client{
+		Transport: tr,
+		Timeout:   b.cfg.Timeout,
+		// A redirect elsewhere must not carry the credential: the sandbox
+		// gets the redirect itself.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func mustPort(s string) uint16 {
+	p, _ := strconv.Atoi(s)
+	return uint16(p)
+}
+
+// Headers never passed from the sandbox to the upstream: the credential is
+// the broker's to set, cookies and proxy headers are not the sandbox's to
+// send, hop-by-hop headers are per connection, and encodings and ranges
+// would hide the credential from the response's redaction.
+var dropRequest = []string{
+	"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Host",
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Accept-Encoding", "Range", "If-Range", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip",
+}
+
+// Headers never passed from the upstream to the sandbox.
+var dropResponse = []string{
+	"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization", "Proxy-Authenticate",
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Content-Length", // the body may change by redaction
+}
+
+// ServeBroker handles one call from a sandbox: /<scope>/<path>.
+func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.BrokerCaller) {
+	start := time.Now()
+	ev := &airlock.EgressEvent{
+		TenantID:    c.TenantID,
+		SessionID:   c.SessionID,
+		ExecutionID: c.ExecutionID,
+		Time:        b.cfg.Now().UTC(),
+		Kind:        airlock.EgressBroker,
+		Protocol:    r.Method,
+	}
+	finish := func(verdict, reason string) {
+		ev.Verdict, ev.Reason = verdict, reason
+		ev.DurationMS = time.Since(start).Milliseconds()
+		b.cfg.Record(ev)
+	}
+	deny := func(status int, reason, detail string) {
+		writeProblem(w, status, reason, detail)
+		if ev.Detail == "" {
+			ev.Detail = detail
+		} else {
+			ev.Detail += ": " + detail
+		}
+		finish(airlock.VerdictDenied, reason)
+	}
+	scopeName, rest, err := splitCall(r.URL.Path, r.URL.EscapedPath())
+	ev.Name = clip(scopeName)
+	ev.Detail = clip(r.Method + " " + r.URL.EscapedPath())
+	if err != nil {
+		deny(http.StatusForbidden, "bad-path", err.Error())
+		return
+	}
+	sc := b.scopes[scopeName]
+	switch {
+	case sc == nil:
+		deny(http.StatusForbidden, "unknown-scope", fmt.Sprintf("no broker scope %q", scopeName))
+		return
+	case !slices.Contains(c.Scopes, scopeName):
+		deny(http.StatusForbidden, "scope-not-held", fmt.Sprintf("this sandbox does not hold broker scope %q", scopeName))
+		return
+	case !sc.methods[r.Method]:
+		deny(http.StatusForbidden, "method-not-allowed", fmt.Sprintf("scope %s allows %s, not %s", scopeName, strings.Join(sc.Methods, ", "), r.Method))
+		return
+	}
+	if !slices.ContainsFunc(sc.Paths, func(p string) bool { return matchPath(p, rest) }) {
+		deny(http.StatusForbidden, "path-not-allowed", fmt.Sprintf("scope %s does not allow %s", scopeName, rest))
+		return
+	}
+	secret, err := sc.credential()
+	if err != nil {
+		b.cfg.Logger.Error("broker credential unavailable", "scope", scopeName, "err", err)
+		deny(http.StatusBadGateway, "credential-unavailable", "the broker could not read the scope's credential")
+		return
+	}
+	target := *sc.base
+	target.Path = sc.base.Path + rest
+	target.RawPath = ""
+	target.RawQuery = r.URL.RawQuery
+	ev.Host = sc.base.Host
+	ev.Port = portOf(sc.base)
+
+	body := http.MaxBytesReader(nil, r.Body, b.cfg.MaxRequestBytes)
+	cr := &countReader{r: body}
+	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.Timeout)
+	defer cancel()
+	var reqBody io.Reader = cr
+	if r.ContentLength == 0 && r.Body == http.NoBody {
+		reqBody = nil
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, target.String(), reqBody)
+	if err != nil {
+		deny(http.StatusBadRequest, "bad-request", "the request could not be made")
+		return
+	}
+	for k, vs := range r.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if slices.Contains(dropRequest, ck) || ck == sc.Header {
+			continue
+		}
+		up.Header[ck] = vs
+	}
+	if r.ContentLength > 0 {
+		up.ContentLength = r.ContentLength
+	}
+	up.Header.Set(sc.Header, strings.ReplaceAll(sc.Format, "{credential}", secret))
+	resp, err := b.client[scopeName].Do(up)
+	ev.BytesUp = cr.n
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", b.cfg.MaxRequestBytes))
+			return
+		}
+		b.cfg.Logger.Warn("broker upstream call failed", "scope", scopeName, "err", err)
+		writeProblem(w, http.StatusBadGateway, "upstream-failed", "the upstream did not answer")
+		ev.Detail += ": " + redact(err.Error(), secret)
+		finish(airlock.VerdictFailed, "upstream-failed")
+		return
+	}
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if slices.Contains(dropResponse, ck) || slices.ContainsFunc(sc.StripResponseHeaders, func(s string) bool { return strings.EqualFold(s, ck) }) {
+			continue
+		}
+		carries := false
+		for _, v := range vs {
+			if strings.Contains(v, secret) {
+				carries = true
+			}
+		}
+		if !carries {
+			h[ck] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	n, err := copyRedacted(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), []byte(secret), b.cfg.MaxResponseBytes)
+	ev.BytesDown = n
+	ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
+	if err != nil {
+		ev.Detail += ": " + err.Error()
+	}
+	finish(airlock.VerdictAllowed, "")
+}
+
+func portOf(u interface{ Port() string }) int {
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+func clip(s string) string {
+	if len(s) > 512 {
+		return s[:512]
+	}
+	return s
+}
+
+func redact(s, secret string) string {
+	return strings.ReplaceAll(s, secret, "[REDACTED]")
+}
+
+// writeProblem answers inside the sandbox with a problem document.
+func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
+	body, _ := json.Marshal(map[string]any{
+		"type":   "urn:airlock:problem:broker-" + typ,
+		"title":  http.StatusText(status),
+		"status": status,
+		"detail": detail,
+	})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// copyRedacted copies src to dst with every occurrence of secret replaced
+// by [REDACTED], streaming: it holds back len(secret)-1 bytes between reads
+// so an occurrence split across reads is still found. It stops with an
+// error after max bytes.
+func copyRedacted(dst io.Writer, src io.Reader, secret []byte, max int64) (int64, error) {
+	repl := []byte("[REDACTED]")
+	keep := len(secret) - 1
+	var pending []byte
+	var total, read int64
+	buf := make([]byte, 32<<10)
+	flush := func(b []byte) error {
+		n, err := dst.Write(b)
+		total += int64(n)
+		if f, ok := dst.(http.Flusher); ok {
+			f.Flush()
+		}
+		return err
+	}
+	for {
+		n, rerr := src.Read(buf)
+		read += int64(n)
+		if read > max {
+			return total, fmt.Errorf("response over %d bytes cut", max)
+		}
+		pending = append(pending, buf[:n]...)
+		pending = bytes.ReplaceAll(pending, secret, repl)
+		if rerr != nil {
+			if err := flush(pending); err != nil {
+				return total, err
+			}
+			if rerr == io.EOF {
+				return total, nil
+			}
+			return total, rerr
+		}
+		if len(pending) > keep {
+			out := pending[:len(pending)-keep]
+			if err := flush(out); err != nil {
+				return total, err
+			}
+			pending = append([]byte(nil), pending[len(pending)-keep:]...)
+		}
+	}
+}

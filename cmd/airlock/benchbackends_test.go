@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchBackendsUsage(t *testing.T) {
+	cliEnv(t)
+	for _, tt := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--requests", "0"}, "--requests"},
+		{[]string{"--warmup", "-1"}, "--warmup"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		_, errs, code := runCLI(t, runBenchBackends, "", tt.args...)
+		if code != 2 || !strings.Contains(errs, tt.msg) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", tt.args, code, errs, tt.msg)
+		}
+	}
+}
+
+func TestLookPathIn(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "usr", "bin", "python3"), nil, 0o755)
+	if p, err := lookPathIn(root, "python3"); err != nil || p != "/usr/bin/python3" {
+		t.Errorf("python3: %q %v", p, err)
+	}
+	if p, err := lookPathIn(root, "/bin/true"); err != nil || p != "/bin/true" {
+		t.Errorf("/bin/true: %q %v", p, err)
+	}
+	if _, err := lookPathIn(root, "nothere"); err == nil {
+		t.Errorf("a missing program was found")
+	}
+}

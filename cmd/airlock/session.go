@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+)
+
+const sessionUsage = `usage:
+  airlock session create [--image NAME] [--size small|medium|large]
+                         [--timeout SEC] [--idle-timeout SEC]
+                         [--idempotency-key KEY] [--json]
+  airlock session ls [--all] [--json]
+  airlock session show SESSION
+  airlock session extend SESSION SEC
+  airlock session rm SESSION...
+
+Manages sessions: sandboxes kept for many calls (airlock exec, cp, repl)
+until their timeout, their idle timeout or rm.
+
+  create  makes a session and prints its ID (the whole record with --json),
+          so that S=$(airlock session create) works
+  ls      lists live sessions, newest first (--all: ended ones too)
+  show    prints a session's record as JSON: state, limits, usage, expiry
+  extend  sets a session to expire SEC seconds from now
+  rm      destroys sessions and everything in them
+
+flags:
+  --image NAME            image (default: the server's, python-ds)
+  --size SIZE             small, medium or large (default small)
+  --timeout SEC           lifetime in seconds (default: the server's, 600)
+  --idle-timeout SEC      end after SEC seconds with nothing running
+  --idempotency-key KEY   a retry with the same key gets the same session
+  --url URL, --key KEY    server and API key (default $AIRLOCK_URL and
+                          $AIRLOCK_API_KEY, else http://127.0.0.1:8080 and
+                          $AIRLOCK_STATE_DIR/default.key)
+`
+
+func init() {
+	register("session", "create, list, show, extend and remove sessions", func(ctx context.Context, args []string) error {
+		return runSession(ctx, args, osStdio())
+	})
+}
+
+func runSession(ctx context.Context, args []string, std stdio) error {
+	if len(args) == 0 {
+		return usageError(std.err, "session", 2, "want a subcommand: create, ls, show, extend or rm")
+	}
+	switch args[0] {
+	case "create", "new":
+		return runSessionCreate(ctx, args[1:], std)
+	case "ls", "list":
+		return runSessionList(ctx, args[1:], std)
+	case "show", "get":
+		return runSessionShow(ctx, args[1:], std)
+	case "extend":
+		return runSessionExtend(ctx, args[1:], std)
+	case "rm", "delete":
+		return runSessionRemove(ctx, args[1:], std)
+	case "-h", "--help", "help":
+		fmt.Fprint(std.err, sessionUsage)
+		return nil
+	}
+	return usageError(std.err, "session", 2, "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
+}
+
+// apiFailed prints an API error and returns exit status 1.
+func apiFailed(std stdio, err error, srv *serverFlags) error {
+	fmt.Fprintf(std.err, "airlock: %s\n", describeError(err, srv.serverURL()))
+	return exitError{1}
+}
+
+func printJSON(std stdio, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	std.out.Write(append(b, '\n'))
+}
+
+func runSessionCreate(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("session create", sessionUsage, std.err)
+	var (
+		req     airlock.CreateSessionRequest
+		size    string
+		key     string
+		asJSON  bool
+		srv     serverFlags
+		timeout int
+		idle    int
+	)
+	fs.StringVar(&req.Image, "image", "", "")
+	fs.StringVar(&size, "size", "", "")
+	fs.IntVar(&timeout, "timeout", 0, "")
+	fs.IntVar(&idle, "idle-timeout", 0, "")
+	fs.StringVar(&key, "idempotency-key", "", "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	srv.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 0 {
+		return usageError(std.err, "session create", 2, "unexpected argument %q", pos[0])
+	}
+	req.Size, req.TimeoutS, req.IdleTimeoutS = airlock.SessionSize(size), timeout, idle
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	var opts []client.SessionOption
+	if key != "" {
+		opts = append(opts, client.WithIdempotencyKey(key))
+	}
+	s, _, err := c.CreateSession(ctx, req, opts...)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	if asJSON {
+		printJSON(std, s)
+		return nil
+	}
+	fmt.Fprintln(std.out, s.ID)
+	return nil
+}
+
+func runSessionList(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("session ls", sessionUsage, std.err)
+	var all, asJSON bool
+	var srv serverFlags
+	fs.BoolVar(&all, "all", false, "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	srv.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 0 {
+		return usageError(std.err, "session ls", 2, "unexpected argument %q", pos[0])
+	}
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	var sessions []*airlock.Session
+	before := ""
+	for {
+		page, err := c.ListSessions(ctx, client.ListSessionsOptions{LiveOnly: !all, Before: before, Limit: 200})
+		if err != nil {
+			return apiFailed(std, err, &srv)
+		}
+		sessions = append(sessions, page.Sessions...)
+		if page.NextCursor == "" {
+			break
+		}
+		before = page.NextCursor
+	}
+	if asJSON {
+		printJSON(std, sessions)
+		return nil
+	}
+	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tSIZE\tCREATED\tEXPIRES\tENDED")
+	for _, s := range sessions {
+		ended := ""
+		if s.EndReason != "" {
+			ended = s.EndReason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, printableText(s.Image), s.Size,
+			s.CreatedAt.Local().Format(time.DateTime), s.ExpiresAt.Local().Format(time.DateTime), ended)
+	}
+	return tw.Flush()
+}
+
+func runSessionShow(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("session show", sessionUsage, std.err)
+	var srv serverFlags
+	srv.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 1 {
+		return usageError(std.err, "session show", 2, "want one SESSION")
+	}
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	s, err := c.Session(ctx, pos[0])
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	printJSON(std, s)
+	return nil
+}
+
+func runSessionExtend(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("session extend", sessionUsage, std.err)
+	var srv serverFlags
+	srv.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) != 2 {
+		return usageError(std.err, "session extend", 2, "want SESSION and SEC")
+	}
+	secs, err := strconv.Atoi(pos[1])
+	if err != nil || secs < 1 {
+		return usageError(std.err, "session extend", 2, "SEC must be a whole number of seconds, at least 1")
+	}
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	s, err := c.ExtendSession(ctx, pos[0], secs)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	fmt.Fprintf(std.out, "%s expires at %s\n", s.ID, s.ExpiresAt.Local().Format(time.DateTime))
+	return nil
+}
+
+func runSessionRemove(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("session rm", sessionUsage, std.err)
+	var srv serverFlags
+	srv.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err, 2)
+	}
+	if len(pos) == 0 {
+		return usageError(std.err, "session rm", 2, "want one or more SESSION IDs")
+	}
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	failed := 0
+	for _, id := range pos {
+		s, err := c.DeleteSession(ctx, id)
+		if err != nil {
+			fmt.Fprintf(std.err, "airlock: %s: %s\n", printableText(id), describeError(err, srv.serverURL()))
+			failed++
+			continue
+		}
+		fmt.Fprintf(std.out, "%s %s\n", s.ID, s.State)
+	}
+	if failed > 0 {
+		return exitError{1}
+	}
+	return nil
+}

@@ -1,0 +1,404 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/netns"
+)
+
+// proxyConn is a connection the proxy relays.
+type proxyConn struct {
+	a        *attachment
+	client   *net.TCPConn
+	upstream *net.TCPConn // nil for the broker
+	name     string
+	port     int
+	proto    string
+	broker   bool
+
+	up, down atomic.Int64
+
+	mu     sync.Mutex
+	reason string // why it was cut; "" while it was not
+}
+
+// cut closes the connection from the proxy's side: a reset to the
+// sandbox, a close to the upstream. The first reason is kept.
+func (c *proxyConn) cut(reason string) {
+	c.mu.Lock()
+	if c.reason != "" {
+		c.mu.Unlock()
+		return
+	}
+	c.reason = reason
+	c.mu.Unlock()
+	reset(c.client)
+	if c.upstream != nil {
+		c.upstream.Close()
+	}
+}
+
+func (c *proxyConn) cutReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason
+}
+
+// reset closes c with a TCP reset.
+func reset(c *net.TCPConn) {
+	c.SetLinger(0)
+	c.Close()
+}
+
+func (s *Service) serveProxy() {
+	var delay time.Duration
+	for {
+		c, err := s.proxyLn.AcceptTCP()
+		if err != nil {
+			select {
+			case <-s.closing:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.cfg.Logger.Warn("egress proxy accept", "err", err)
+				time.Sleep(delay)
+				continue
+			}
+			s.cfg.Logger.Error("egress proxy stopped accepting", "err", err)
+			return
+		}
+		delay = 0
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(c)
+		}()
+	}
+}
+
+// handle decides on one connection from a sandbox and relays it if it is
+// allowed. Every connection ends in one audit event.
+func (s *Service) handle(c *net.TCPConn) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.cfg.Logger.Error("egress proxy: panic handling a connection", "panic", v)
+			reset(c)
+		}
+	}()
+	start := time.Now()
+	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	a := s.lookup(src)
+	if a == nil || a.isClosed() {
+		s.cfg.Logger.Warn("egress proxy: connection from an address that is no live sandbox refused", "from", c.RemoteAddr().String())
+		reset(c)
+		return
+	}
+	// The redirect rule makes the local address the host end of the
+	// sandbox's own link; anything else did not come through its rules.
+	if local := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); local != a.link.HostIP {
+		s.cfg.Logger.Warn("egress proxy: connection from a sandbox address arrived on the wrong link; refused", "from", src, "to", local)
+		reset(c)
+		return
+	}
+	a.attempts.Add(1)
+	ev := a.event(airlock.EgressConnection)
+	deny := func(reason, detail string) {
+		ev.Verdict, ev.Reason, ev.Detail = airlock.VerdictDenied, reason, detail
+		ev.DurationMS = time.Since(start).Milliseconds()
+		reset(c)
+		s.Record(ev)
+	}
+	od, err := netns.OriginalDst(c)
+	if err != nil {
+		deny("no-original-destination", err.Error())
+		return
+	}
+	ev.Dialled, ev.Port = od.String(), int(od.Port())
+	port := ev.Port
+
+	head, proto, sni, hh, perr := s.sniff(c)
+	ev.Protocol = proto
+	name := ""
+	switch proto {
+	case ProtoTLS:
+		if perr != nil {
+			deny(tlsReason(perr), perr.Error())
+			return
+		}
+		ev.SNI, name = sni, sni
+		if sni == "" {
+			deny("no-sni", "a TLS ClientHello without a server name (connecting to an address?) is never allowed")
+			return
+		}
+	case ProtoHTTP:
+		if perr != nil {
+			deny(httpReason(perr), perr.Error())
+			return
+		}
+		ev.Host, name = hh.Host, hh.Host
+		if hh.Port != 0 {
+			ev.Host += ":" + strconv.Itoa(hh.Port)
+			if hh.Port != port {
+				deny("host-port-mismatch", fmt.Sprintf("Host names port %d, the connection is to port %d", hh.Port, port))
+				return
+			}
+		}
+	default:
+		name = a.nameFor(od.Addr())
+		if name == "" {
+			deny("protocol-not-allowed", "neither TLS nor HTTP, and the address was not handed out by the sandbox's resolver")
+			return
+		}
+	}
+	ev.Name = name
+	if name == airlock.BrokerHost {
+		switch {
+		case proto != ProtoHTTP:
+			deny("broker-http-only", "the broker is served over plain HTTP inside the node: http://"+airlock.BrokerHost+"/<scope>/<path>")
+		case len(a.req.BrokerScopes) == 0 || s.cfg.Broker == nil:
+			deny("no-broker-scopes", "the sandbox holds no broker scopes")
+		default:
+			s.serveBroker(a, c, head, ev, start)
+		}
+		return
+	}
+	pol := a.policy.Load()
+	if _, ok := pol.Admit(name, port, proto); !ok {
+		reason, detail := "not-in-allow-list", fmt.Sprintf("%s port %d is not in the allow list", name, port)
+		if proto == ProtoOpaque && pol.AdmitName(name) {
+			reason, detail = "protocol-not-allowed", fmt.Sprintf("%s is listed for HTTP and TLS only; other protocols need an entry that names port %d", name, port)
+		}
+		deny(reason, detail)
+		return
+	}
+	if a.overQuota.Load() {
+		deny("quota-exceeded", "the sandbox used its egress quota")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
+	defer cancel()
+	addrs, reason, detail := s.resolveAllowed(ctx, name)
+	if reason != "" {
+		ev.Resolved = detail
+		deny(reason, fmt.Sprintf("%s: %s", name, detail))
+		return
+	}
+	up, err := s.dial(ctx, addrs, port)
+	if err != nil {
+		ev.Resolved = joinAddrs(addrs)
+		ev.Verdict, ev.Reason, ev.Detail = airlock.VerdictFailed, "upstream-unreachable", err.Error()
+		ev.DurationMS = time.Since(start).Milliseconds()
+		reset(c)
+		s.Record(ev)
+		return
+	}
+	ev.Resolved = up.RemoteAddr().String()
+	pc := &proxyConn{a: a, client: c, upstream: up, name: name, port: port, proto: proto}
+	if !a.addConn(pc) {
+		up.Close()
+		deny("sandbox-ended", "")
+		return
+	}
+	// A policy replaced between the check above and the registration
+	// would have missed this connection: check again.
+	if _, ok := a.policy.Load().Admit(name, port, proto); !ok {
+		pc.cut("policy-changed")
+	}
+	pc.relay(head)
+	a.removeConn(pc)
+	ev.BytesUp, ev.BytesDown = pc.up.Load(), pc.down.Load()
+	ev.DurationMS = time.Since(start).Milliseconds()
+	ev.Verdict = airlock.VerdictAllowed
+	if r := pc.cutReason(); r != "" {
+		ev.Verdict, ev.Reason = airlock.VerdictClosed, r
+	}
+	s.Record(ev)
+}
+
+// sniff reads the client's first bytes until it can tell TLS (and its
+// ClientHello's server name) or HTTP (and its Host) from anything else.
+func (s *Service) sniff(c *net.TCPConn) (head []byte, proto, sni string, hh HTTPHead, err error) {
+	c.SetReadDeadline(time.Now().Add(s.cfg.PeekTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, 0, 2048)
+	tmp := make([]byte, 4096)
+	for {
+		n, rerr := c.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		switch {
+		case len(buf) == 0:
+		case looksLikeTLS(buf):
+			name, perr := ParseClientHello(buf)
+			if perr != errNeedMore {
+				return buf, ProtoTLS, name, hh, perr
+			}
+			if len(buf) > maxClientHello+1024 {
+				return buf, ProtoTLS, "", hh, errHelloTooLarge
+			}
+		case looksLikeHTTP(buf):
+			h, perr := ParseHTTPHead(buf)
+			if perr != errNeedMore {
+				return buf, ProtoHTTP, "", h, perr
+			}
+		default:
+			return buf, ProtoOpaque, "", hh, nil
+		}
+		if rerr != nil {
+			switch {
+			case len(buf) == 0:
+				return buf, ProtoOpaque, "", hh, nil // silent: a server-speaks-first protocol
+			case looksLikeTLS(buf):
+				return buf, ProtoTLS, "", hh, errBadClientHello
+			default:
+				return buf, ProtoHTTP, "", hh, errBadHTTP
+			}
+		}
+	}
+}
+
+func tlsReason(err error) string {
+	if errors.Is(err, errSNIAddress) {
+		return "address-literal"
+	}
+	return "bad-client-hello"
+}
+
+func httpReason(err error) string {
+	switch {
+	case errors.Is(err, errHostAddress):
+		return "address-literal"
+	case errors.Is(err, errNoHost):
+		return "no-host"
+	case errors.Is(err, errConnectMethod), errors.Is(err, errHTTP2PriorKnown):
+		return "protocol-not-allowed"
+	}
+	return "bad-http-request"
+}
+
+// resolveAllowed resolves name and keeps the addresses outside the
+// forbidden ranges. reason is "" when some are left; else it says why
+// none are (and detail what was found).
+func (s *Service) resolveAllowed(ctx context.Context, name string) (addrs []netip.Addr, reason, detail string) {
+	all, _, err := s.resolver.Lookup(ctx, name, typeA)
+	if err == nil && len(all) == 0 {
+		all, _, err = s.resolver.Lookup(ctx, name, typeAAAA)
+	}
+	if err != nil {
+		return nil, "resolve-failed", err.Error()
+	}
+	if len(all) == 0 {
+		return nil, "resolve-failed", "no address"
+	}
+	var why string
+	for _, ad := range all {
+		if bad, w := s.addrs.forbidden(ad); bad {
+			why = ad.String() + " is a " + w
+			continue
+		}
+		addrs = append(addrs, ad)
+	}
+	if len(addrs) == 0 {
+		return nil, "forbidden-address", why
+	}
+	return addrs, "", ""
+}
+
+// dial connects to the first address that answers. The dialer checks the
+// address again just before connecting.
+func (s *Service) dial(ctx context.Context, addrs []netip.Addr, port int) (*net.TCPConn, error) {
+	d := net.Dialer{
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			if bad, why := s.addrs.forbidden(ap.Addr()); bad {
+				return fmt.Errorf("refusing to connect to %s: %s", ap.Addr(), why)
+			}
+			return nil
+		},
+	}
+	var errs []error
+	for _, ad := range addrs {
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ad, uint16(port)).String())
+		if err == nil {
+			return c.(*net.TCPConn), nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// relayChunk is how many bytes one splice may move before the quota is
+// checked.
+const relayChunk = 256 << 10
+
+// relay copies both ways until both sides are done or the connection is
+// cut. head is what the client sent while the proxy decided.
+func (pc *proxyConn) relay(head []byte) {
+	defer pc.client.Close()
+	defer pc.upstream.Close()
+	if len(head) > 0 {
+		n, err := pc.upstream.Write(head)
+		pc.up.Add(int64(n))
+		if err != nil || !pc.a.charge(int64(n)) {
+			if err == nil {
+				pc.cut("quota-exceeded")
+			}
+			return
+		}
+	}
+	done := make(chan error, 2)
+	go func() {
+		err := pc.pump(pc.upstream, pc.client, &pc.up)
+		pc.upstream.CloseWrite()
+		done <- err
+	}()
+	go func() {
+		err := pc.pump(pc.client, pc.upstream, &pc.down)
+		pc.client.CloseWrite()
+		done <- err
+	}()
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			// One side failed: end the other too.
+			pc.client.Close()
+			pc.upstream.Close()
+		}
+	}
+}
+
+var errQuota = errors.New("egress quota used up")
+
+// pump copies src to dst in chunks (spliced in the kernel), counting and
+// charging each.
+func (pc *proxyConn) pump(dst, src *net.TCPConn, ctr *atomic.Int64) error {
+	for {
+		n, err := io.CopyN(dst, src, relayChunk)
+		ctr.Add(n)
+		if !pc.a.charge(n) {
+			pc.cut("quota-exceeded")
+			return errQuota
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// The manager places each execution by its tenant's isolation floor and
+// the level it asks for, read from the backends' Capabilities: an
+// untrusted tenant never reaches the namespaces backend, a first-party
+// one does when it asks, and the record says which backend ran the code.
+func TestIsolationPolicy(t *testing.T) {
+	gv := testenv.GVisor(t)
+	ns := testenv.Namespaces(t)
+	images := testenv.Images(t)
+	testenv.Image(t, "base")
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.Config{
+		Backend: gv, Backends: []airlock.Backend{ns}, Images: images, Store: store, Blobs: blobs,
+		Pool:   manager.PoolConfig{Disabled: true},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		m.Close(ctx)
+	})
+	untrusted := &airlock.Tenant{Name: "untrusted"}
+	first := &airlock.Tenant{Name: "first", FirstParty: true}
+	for _, tn := range []*airlock.Tenant{untrusted, first} {
+		if err := store.CreateTenant(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := airlock.ExecuteRequest{Language: airlock.Bash, Code: "cat /proc/version >/dev/null; echo hi", TimeoutSec: 20}
+	tests := []struct {
+		name    string
+		tenant  *airlock.Tenant
+		iso     airlock.Isolation
+		backend string // or the problem type
+	}{
+		{"untrusted, default", untrusted, "", "gvisor"},
+		{"untrusted asks for container", untrusted, airlock.IsolationContainer, airlock.ProblemIsolationNotAllowed},
+		{"untrusted asks for kernel", untrusted, airlock.IsolationKernel, "gvisor"},
+		{"untrusted asks for vm", untrusted, airlock.IsolationVM, airlock.ProblemIsolationUnavailable},
+		{"first-party, default", first, "", "gvisor"},
+		{"first-party asks for container", first, airlock.IsolationContainer, "namespaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := code
+			req.Isolation = tt.iso
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			e, err := m.Execute(ctx, tt.tenant, "test", req)
+			if err != nil {
+				var ae *airlock.Error
+				if !errors.As(err, &ae) || ae.Type != tt.backend {
+					t.Fatalf("error %v, want %s", err, tt.backend)
+				}
+				return
+			}
+			if e.Backend != tt.backend || e.ExitCode != 0 || e.Stdout != "hi\n" {
+				t.Fatalf("ran on %q: exit %d %q %q; want %s", e.Backend, e.ExitCode, e.Stdout, e.Stderr, tt.backend)
+			}
+			got, err := store.Execution(ctx, tt.tenant.ID, e.ID)
+			if err != nil || got.Backend != tt.backend {
+				t.Errorf("recorded backend %q (%v), want %s", got.Backend, err, tt.backend)
+			}
+		})
+	}
+	// A refused request records nothing.
+	page, err := store.ListExecutions(ctx, airlock.ExecutionFilter{TenantID: untrusted.ID, Limit: 100})
+	if err != nil || len(page) != 2 {
+		t.Errorf("the untrusted tenant has %d executions (%v), want the 2 that ran", len(page), err)
+	}
+}

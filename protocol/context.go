@@ -1,0 +1,268 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"syscall"
+)
+
+// Code contexts: persistent interpreters the agent keeps in a session's
+// sandbox. The host names each context; a run streams the cell's stdout
+// and stderr as TStdout/TStderr frames, then the CellResult JSON as TData
+// frames and a TDataEnd (a result with figures is larger than one frame).
+// A TSignal frame on a run's stream interrupts the cell.
+const (
+	OpContextCreate  Op = "context_create"
+	OpContextRun     Op = "context_run"
+	OpContextRestart Op = "context_restart"
+	OpContextClose   Op = "context_close"
+)
+
+// Context languages.
+const (
+	ContextPython = "python"
+	ContextNode   = "node"
+)
+
+// Bounds of context messages.
+const (
+	MaxContexts        = 16       // per agent
+	MaxCellResultBytes = 32 << 20 // one encoded CellResult
+	MaxCellValueBytes  = 1 << 20
+	MaxCellErrorBytes  = 64 << 10 // each of name, value and traceback
+	MaxCellOutputs     = 64
+	MaxCellOutputBytes = 16 << 20 // one output's data
+)
+
+// validContextID reports whether id is 1-64 of [a-zA-Z0-9_-]. (Not a
+// regexp: compiling one at package init costs every agent start half a
+// millisecond.)
+func validContextID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ContextRequest is the payload of the context ops.
+type ContextRequest struct {
+	ID       string   `json:"id"`                 // chosen by the host
+	Language string   `json:"language,omitempty"` // create
+	Env      []string `json:"env,omitempty"`      // create: added to the agent's environment
+	// MemoryLimitBytes is the interpreter's RLIMIT_AS (create).
+	MemoryLimitBytes int64  `json:"memory_limit_bytes,omitempty"`
+	Code             string `json:"code,omitempty"`       // run
+	TimeoutMS        int64  `json:"timeout_ms,omitempty"` // run: interrupt the cell at the deadline
+}
+
+func (r *Request) validateContext() error {
+	c := r.Context
+	if c == nil {
+		return fmt.Errorf("%s request without context", r.Op)
+	}
+	if !validContextID(c.ID) {
+		return fmt.Errorf("bad context id")
+	}
+	if c.MemoryLimitBytes < 0 || c.TimeoutMS < 0 {
+		return fmt.Errorf("negative limit")
+	}
+	if len(c.Code) > 4<<20 {
+		return fmt.Errorf("code too large")
+	}
+	if r.Op == OpContextCreate && c.Language != ContextPython && c.Language != ContextNode {
+		return fmt.Errorf("unknown context language %q", c.Language)
+	}
+	if len(c.Env) > MaxArgs {
+		return fmt.Errorf("too many environment entries")
+	}
+	for _, kv := range c.Env {
+		if !bytes.ContainsRune([]byte(kv), '=') || kv[0] == '=' {
+			return fmt.Errorf("bad environment entry")
+		}
+	}
+	return nil
+}
+
+// CellError is an exception a cell raised.
+type CellError struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+// CellOutput is one rich output of a cell.
+type CellOutput struct {
+	Type string `json:"type"` // image/png (Data is base64), text/html or text/plain
+	Data string `json:"data"`
+}
+
+// CellResult ends a run.
+type CellResult struct {
+	Value      string       `json:"value,omitempty"` // text of the final expression's value
+	Error      *CellError   `json:"error,omitempty"`
+	Outputs    []CellOutput `json:"outputs,omitempty"`
+	Dropped    int          `json:"dropped,omitempty"` // outputs left out by the caps
+	TimedOut   bool         `json:"timed_out,omitempty"`
+	Died       bool         `json:"died,omitempty"` // the interpreter ended: the context is dead
+	DurationMS int64        `json:"duration_ms,omitempty"`
+}
+
+// Validate bounds a cell result from the agent: it cuts over-long text,
+// drops outputs of unknown types or bad encoding, and refuses only what
+// cannot be repaired.
+func (r *CellResult) Validate() error {
+	if r.DurationMS < 0 || r.Dropped < 0 {
+		return fmt.Errorf("negative value")
+	}
+	r.Value = cut(r.Value, MaxCellValueBytes)
+	if r.Error != nil {
+		r.Error.Name = cut(r.Error.Name, MaxCellErrorBytes)
+		r.Error.Value = cut(r.Error.Value, MaxCellErrorBytes)
+		r.Error.Traceback = cut(r.Error.Traceback, MaxCellErrorBytes)
+	}
+	if len(r.Outputs) > MaxCellOutputs {
+		r.Dropped += len(r.Outputs) - MaxCellOutputs
+		r.Outputs = r.Outputs[:MaxCellOutputs]
+	}
+	kept := r.Outputs[:0]
+	for _, o := range r.Outputs {
+		ok := len(o.Data) <= MaxCellOutputBytes
+		switch o.Type {
+		case "image/png":
+			b, err := base64.StdEncoding.DecodeString(o.Data)
+			ok = ok && err == nil && bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n"))
+		case "text/html", "text/plain":
+		default:
+			ok = false
+		}
+		if ok {
+			kept = append(kept, o)
+		} else {
+			r.Dropped++
+		}
+	}
+	r.Outputs = kept
+	return nil
+}
+
+// DecodeCellResult decodes and validates an encoded CellResult from the
+// agent: strictly (unknown fields and trailing data are errors), bounded
+// by MaxCellResultBytes.
+func DecodeCellResult(b []byte) (*CellResult, error) {
+	if len(b) > MaxCellResultBytes {
+		return nil, fmt.Errorf("protocol: cell result larger than %d bytes", MaxCellResultBytes)
+	}
+	var r CellResult
+	if err := Decode(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// EncodeCellResult encodes r for the wire (the agent's side).
+func EncodeCellResult(r *CellResult) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxCellResultBytes {
+		return nil, fmt.Errorf("cell result larger than %d bytes", MaxCellResultBytes)
+	}
+	return b, nil
+}
+
+// CreateContext starts a persistent interpreter named req.ID and returns
+// its PID once it is ready for cells.
+func (c *Client) CreateContext(ctx context.Context, req ContextRequest) (int, error) {
+	r := Request{Op: OpContextCreate, Context: &req}
+	if err := r.Validate(); err != nil {
+		return 0, fmt.Errorf("protocol: %w", err)
+	}
+	resp, err := c.roundTrip(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	return resp.PID, nil
+}
+
+// RestartContext replaces a context's interpreter with a fresh one (a
+// cell running in it ends) and returns the new PID.
+func (c *Client) RestartContext(ctx context.Context, id string) (int, error) {
+	r := Request{Op: OpContextRestart, Context: &ContextRequest{ID: id}}
+	if err := r.Validate(); err != nil {
+		return 0, fmt.Errorf("protocol: %w", err)
+	}
+	resp, err := c.roundTrip(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	return resp.PID, nil
+}
+
+// CloseContext ends a context and its interpreter.
+func (c *Client) CloseContext(ctx context.Context, id string) error {
+	r := Request{Op: OpContextClose, Context: &ContextRequest{ID: id}}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("protocol: %w", err)
+	}
+	_, err := c.roundTrip(ctx, r)
+	return err
+}
+
+// RunCell runs code in a context. The cell's output goes to stdout and
+// stderr as it arrives (from one goroutine; nil discards). If ctx ends
+// first, the cell is interrupted (SIGINT) and ctx's error returned.
+func (c *Client) RunCell(ctx context.Context, id, code string, timeoutMS int64, stdout, stderr io.Writer) (*CellResult, error) {
+	r := Request{Op: OpContextRun, Context: &ContextRequest{ID: id, Code: code, TimeoutMS: timeoutMS}}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	sid, s, err := c.open(r)
+	if err != nil {
+		return nil, err
+	}
+	defer c.forget(sid)
+	var result []byte
+	for {
+		f, err := c.recv(ctx, s)
+		if err != nil {
+			if ctx.Err() != nil {
+				c.write(Frame{Type: TSignal, Stream: sid, Payload: Encode(SignalRequest{Signal: int(syscall.SIGINT)})})
+			}
+			return nil, err
+		}
+		switch f.Type {
+		case TStdout:
+			stdout.Write(f.Payload)
+		case TStderr:
+			stderr.Write(f.Payload)
+		case TData:
+			if len(result)+len(f.Payload) > MaxCellResultBytes {
+				return nil, fmt.Errorf("%w: cell result larger than %d bytes", errViolation, MaxCellResultBytes)
+			}
+			result = append(result, f.Payload...)
+		case TDataEnd:
+			return DecodeCellResult(result)
+		case TError:
+			return nil, remoteError(f)
+		default:
+			return nil, fmt.Errorf("%w: unexpected %s frame during a cell", errViolation, f.Type)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Size is what one session size gets.
+type Size struct {
+	CPUs        float64
+	MemoryBytes int64
+	DiskBytes   int64
+	Pids        int64
+}
+
+// DefaultSizes are the operator defaults of the three sizes.
+var DefaultSizes = map[airlock.SessionSize]Size{
+	airlock.SizeSmall:  {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 2 << 30, Pids: 256},
+	airlock.SizeMedium: {CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 5 << 30, Pids: 512},
+	airlock.SizeLarge:  {CPUs: 4, MemoryBytes: 4 << 30, DiskBytes: 10 << 30, Pids: 1024},
+}
+
+// Config configures a Manager.
+type Config struct {
+	Backend  airlock.Backend
+	Images   airlock.ImageResolver
+	Store    airlock.Store        // executions of sessions are recorded here
+	Sessions airlock.SessionStore // session records and idempotency keys
+	// Egress gives sessions with an allow list or broker scopes their
+	// network, and EgressLog is where it writes its audit log; without
+	// them such sessions are refused (network-unavailable).
+	Egress    airlock.Egress
+	EgressLog airlock.EgressStore
+
+	// Sizes maps each size to its limits; DefaultSizes fill the gaps.
+	Sizes        map[airlock.SessionSize]Size
+	DefaultSize  airlock.SessionSize // small if empty
+	DefaultImage string              // python-ds if empty
+
+	// DefaultTimeout is a session's lifetime when the request names none
+	// (10 minutes); MaxLifetime is the most any session of any tenant may
+	// live from its creation, extensions included (12 hours).
+	DefaultTimeout time.Duration
+	MaxLifetime    time.Duration
+	// IdleTimeout ends a session nothing ran in for that long (10 minutes);
+	// a request may ask for less, or more up to MaxLifetime.
+	IdleTimeout time.Duration
+	// ExecTimeout is an exec's or a cell's wall time when the request
+	// names none (60 s); MaxExecTimeout the most it may ask for (1 hour).
+	ExecTimeout    time.Duration
+	MaxExecTimeout time.Duration
+	// OutputBytes caps each stream of one exec or cell (1 MiB).
+	OutputBytes int64
+	// ProcessMemory is the share of a session's memory one process may
+	// address (RLIMIT_AS); 0.75 if zero. The rest is headroom for the
+	// sandbox's own kernel, other processes and page cache, so that one
+	// greedy command fails alone instead of the cgroup killing the session.
+	ProcessMemory float64
+
+	// MaxSessions bounds live sessions on this node (32); more are a 503.
+	// MaxPerTenant bounds one tenant's live sessions (8); more are a 429.
+	MaxSessions  int
+	MaxPerTenant int
+	// CreateTimeout bounds making a sandbox (2 minutes); a retry with the
+	// same idempotency key waits up to this for the first request.
+	CreateTimeout time.Duration
+	// IdempotencyTTL is how long an idempotency key holds (24 hours).
+	IdempotencyTTL time.Duration
+	// ReapInterval is how often the reaper looks for expired and idle
+	// sessions (5 s).
+	ReapInterval time.Duration
+
+	Logger *slog.Logger
+	Now    func() time.Time
+	NewID  func() string
+}
+
+// Validate fills defaults and checks the config.
+func (c *Config) Validate() error {
+	if c.Backend == nil || c.Images == nil || c.Store == nil || c.Sessions == nil {
+		return fmt.Errorf("session: backend, images, store and session store are required")
+	}
+	sizes := map[airlock.SessionSize]Size{}
+	for k, v := range DefaultSizes {
+		sizes[k] = v
+	}
+	for k, v := range c.Sizes {
+		if !k.Valid() {
+			return fmt.Errorf("session: unknown size %q", k)
+		}
+		if v.CPUs <= 0 || v.MemoryBytes < 64<<20 || v.DiskBytes < 16<<20 || v.Pids <= 0 {
+			return fmt.Errorf("session: size %s needs CPUs, at least 64 MiB of memory, 16 MiB of disk and a process limit", k)
+		}
+		sizes[k] = v
+	}
+	c.Sizes = sizes
+	if c.DefaultSize == "" {
+		c.DefaultSize = airlock.SizeSmall
+	}
+	if !c.DefaultSize.Valid() {
+		return fmt.Errorf("session: unknown default size %q", c.DefaultSize)
+	}
+	if c.DefaultImage == "" {
+		c.DefaultImage = "python-ds"
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{
+		{&c.DefaultTimeout, 10 * time.Minute},
+		{&c.MaxLifetime, 12 * time.Hour},
+		{&c.IdleTimeout, 10 * time.Minute},
+		{&c.ExecTimeout, time.Minute},
+		{&c.MaxExecTimeout, time.Hour},
+		{&c.CreateTimeout, 2 * time.Minute},
+		{&c.IdempotencyTTL, 24 * time.Hour},
+		{&c.ReapInterval, 5 * time.Second},
+	}
+	for _, d := range defaults {
+		if *d.d < 0 {
+			return fmt.Errorf("session: durations must not be negative")
+		}
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if c.DefaultTimeout > c.MaxLifetime {
+		return fmt.Errorf("session: default timeout %s exceeds the maximum lifetime %s", c.DefaultTimeout, c.MaxLifetime)
+	}
+	if c.ExecTimeout > c.MaxExecTimeout {
+		return fmt.Errorf("session: default exec timeout %s exceeds the maximum %s", c.ExecTimeout, c.MaxExecTimeout)
+	}
+	if c.DefaultTimeout < time.Second || c.ExecTimeout < time.Second || c.IdleTimeout < time.Second {
+		return fmt.Errorf("session: timeouts must be at least a second")
+	}
+	if c.OutputBytes <= 0 {
+		c.OutputBytes = 1 << 20
+	}
+	if c.ProcessMemory == 0 {
+		c.ProcessMemory = 0.75
+	}
+	if c.ProcessMemory <= 0 || c.ProcessMemory > 1 {
+		return fmt.Errorf("session: process memory share must be in (0, 1]")
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 32
+	}
+	if c.MaxPerTenant <= 0 {
+		c.MaxPerTenant = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = NewID
+	}
+	return nil
+}
+
+// NewID returns a random 128-bit ID in hex.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}

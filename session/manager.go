@@ -1,0 +1,432 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/protocol"
+)
+
+// Manager runs the sessions of this node. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+
+	mu        sync.Mutex
+	live      map[string]*live // by session ID, creating to destroying
+	perTenant map[string]int   // live sessions by tenant ID
+	closed    bool
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+var _ airlock.SessionService = (*Manager)(nil)
+
+// live is a session this process holds a sandbox for.
+type live struct {
+	mu       sync.Mutex
+	rec      airlock.Session // the record as last written (State is the truth)
+	sb       airlock.Sandbox // nil while creating
+	inflight int             // calls running now
+	procs    map[int]*running
+	contexts map[string]*codeContext
+	ended    chan struct{} // closed once the session is final
+}
+
+// running is an exec in progress, for signals and GET.
+type running struct {
+	p           *protocol.Process
+	executionID string
+	started     time.Time
+}
+
+// New returns a manager and starts its reaper. Call Recover before
+// serving, and Close at shutdown.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:       cfg,
+		live:      map[string]*live{},
+		perTenant: map[string]int{},
+		stop:      make(chan struct{}),
+	}
+	m.wg.Add(1)
+	go m.reaper()
+	return m, nil
+}
+
+// Recover ends the sessions an earlier run of the server left live in the
+// store, and returns how many it ended. Call it once at start, after the
+// node's reconciler has ended every sandbox a previous run left (the
+// backend's Reconcile).
+//
+// Sessions are ended, not reattached: the agent's only channel is the
+// stdio of the `runsc run` process the server started, and it dies with
+// the server, after which the agent reads EOF and the sandbox exits. A
+// session that survives a restart needs the agent on a socket in the
+// sandbox's run directory and a backend that can find the sandbox again;
+// until then each such session is recorded as destroyed (failed if it was
+// still being created) with end reason server_restarted, and its
+// idempotency key, if it was still being created, is freed for a retry.
+func (m *Manager) Recover(ctx context.Context) (int, error) {
+	left, err := m.cfg.Sessions.LiveSessions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := m.cfg.Now().UTC()
+	n := 0
+	var errs []error
+	for _, s := range left {
+		m.mu.Lock()
+		_, ours := m.live[s.ID]
+		m.mu.Unlock()
+		if ours {
+			continue
+		}
+		final := airlock.SessionDestroyed
+		if s.State == airlock.SessionCreating {
+			final = airlock.SessionFailed
+		}
+		if s.State.Live() && final == airlock.SessionDestroyed {
+			s.State = airlock.SessionDestroying // the path the state machine allows
+		}
+		if err := s.State.Transition(final); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.State = final
+		s.EndedAt = &now
+		if s.EndReason == "" {
+			s.EndReason = airlock.EndServerRestarted
+			s.EndDetail = "the server restarted; the sandbox could not be reattached and was ended cleanly"
+		} else {
+			s.EndDetail = "ended while the server restarted: " + s.EndDetail
+		}
+		if err := m.cfg.Sessions.UpdateSession(ctx, s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if final == airlock.SessionFailed && s.IdempotencyKey != "" {
+			if err := m.cfg.Sessions.ReleaseIdempotencyKey(ctx, s.TenantID, s.IdempotencyKey, s.ID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		n++
+	}
+	if n > 0 {
+		m.cfg.Logger.Warn("sessions an earlier run left were ended", "count", n)
+	}
+	return n, errors.Join(errs...)
+}
+
+// Close stops the reaper and destroys every live session (end reason
+// shutdown). New requests are refused from the start of Close.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*live, 0, len(m.live))
+	for _, l := range m.live {
+		all = append(all, l)
+	}
+	m.mu.Unlock()
+	m.stopOnce.Do(func() { close(m.stop) })
+	m.wg.Wait()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(all))
+	for _, l := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down")
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Errors of the session API.
+
+func notFound(id string) error {
+	return &airlock.Error{Code: airlock.ENOTFOUND, Type: "session-not-found", Message: fmt.Sprintf("no session %s", id), Err: airlock.ErrNotFound}
+}
+
+func ended(s *airlock.Session) error {
+	why := s.EndReason
+	if why == "" {
+		why = string(s.State)
+	}
+	return airlock.Problem(airlock.ECONFLICT, "session-ended", "session %s has ended (%s)", s.ID, why)
+}
+
+// lookup returns the tenant's live session, or the error for one that is
+// missing, another tenant's (the same not-found) or ended.
+func (m *Manager) lookup(ctx context.Context, tenant *airlock.Tenant, id string) (*live, error) {
+	m.mu.Lock()
+	l := m.live[id]
+	m.mu.Unlock()
+	if l != nil {
+		l.mu.Lock()
+		owner := l.rec.TenantID
+		l.mu.Unlock()
+		if owner != tenant.ID {
+			return nil, notFound(id)
+		}
+		return l, nil
+	}
+	s, err := m.cfg.Sessions.Session(ctx, tenant.ID, id)
+	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.State.Live() {
+		// Recorded live but not held by this process: left by an earlier
+		// run and not yet recovered.
+		return nil, airlock.Problem(airlock.EUNAVAILABLE, "session-unavailable", "session %s is not held by this server", id)
+	}
+	return nil, ended(s)
+}
+
+// begin starts a call in the tenant's session: the session must be ready
+// or busy; it is busy until the returned end is called.
+func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) (*live, func(), error) {
+	l, err := m.lookup(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	switch l.rec.State {
+	case airlock.SessionReady, airlock.SessionBusy:
+	case airlock.SessionCreating:
+		l.mu.Unlock()
+		return nil, nil, airlock.Problem(airlock.ECONFLICT, "session-not-ready", "session %s is still being created", id)
+	default:
+		rec := l.rec
+		l.mu.Unlock()
+		return nil, nil, ended(&rec)
+	}
+	l.inflight++
+	l.rec.LastActiveAt = m.cfg.Now().UTC()
+	if l.rec.State == airlock.SessionReady {
+		m.move(ctx, l, airlock.SessionBusy)
+	}
+	l.mu.Unlock()
+	var once sync.Once
+	return l, func() { once.Do(func() { m.end(l) }) }, nil
+}
+
+// end finishes a call: usage is brought up to date, and the session is
+// ready again once no call runs.
+func (m *Manager) end(l *live) {
+	var st airlock.Stats
+	var stErr error
+	if l.sb != nil {
+		st, stErr = l.sb.Stats(context.Background())
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight--
+	l.rec.LastActiveAt = m.cfg.Now().UTC()
+	if stErr == nil && l.sb != nil {
+		l.rec.Usage.CPUMS = st.CPUTime.Milliseconds()
+		l.rec.Usage.PeakMemoryMB = max(l.rec.Usage.PeakMemoryMB, mib(st.PeakMemoryBytes))
+	}
+	if l.inflight == 0 && l.rec.State == airlock.SessionBusy {
+		m.move(context.Background(), l, airlock.SessionReady)
+	}
+}
+
+func mib(b int64) int64 { return (b + (1<<20 - 1)) >> 20 }
+
+// move changes a live session's state (l.mu held) and records it. A
+// failed write is logged: the in-memory state is the truth while the
+// process lives, and the next write carries it.
+func (m *Manager) move(ctx context.Context, l *live, next airlock.SessionState) error {
+	if err := l.rec.State.Transition(next); err != nil {
+		m.cfg.Logger.Error("session state machine refused a move", "session", l.rec.ID, "err", err)
+		return err
+	}
+	l.rec.State = next
+	m.persist(ctx, l)
+	return nil
+}
+
+// persist writes a live session's record (l.mu held).
+func (m *Manager) persist(ctx context.Context, l *live) {
+	rec := l.rec
+	rec.Running = nil
+	if err := m.cfg.Sessions.UpdateSession(context.WithoutCancel(ctx), &rec); err != nil {
+		m.cfg.Logger.Error("record session", "session", rec.ID, "state", rec.State, "err", err)
+	}
+}
+
+// snapshot returns a copy of a live session's record with what is running
+// and the memory in use now.
+func (m *Manager) snapshot(ctx context.Context, l *live) *airlock.Session {
+	var st airlock.Stats
+	var stErr error = errors.New("no sandbox")
+	l.mu.Lock()
+	sb := l.sb
+	l.mu.Unlock()
+	if sb != nil {
+		st, stErr = sb.Stats(ctx)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.rec
+	if stErr == nil && rec.State.Live() {
+		rec.Usage.MemoryMB = mib(st.MemoryBytes)
+		rec.Usage.CPUMS = st.CPUTime.Milliseconds()
+		rec.Usage.PeakMemoryMB = max(rec.Usage.PeakMemoryMB, mib(st.PeakMemoryBytes))
+	}
+	for pid, r := range l.procs {
+		rec.Running = append(rec.Running, airlock.RunningExec{PID: pid, ExecutionID: r.executionID, StartedAt: r.started})
+	}
+	sort.Slice(rec.Running, func(i, j int) bool { return rec.Running[i].StartedAt.Before(rec.Running[j].StartedAt) })
+	return &rec
+}
+
+// destroy ends a session: destroying, the sandbox destroyed with
+// everything it held, then final (destroyed, or failed). It waits for a
+// destroy already under way. It is safe to call more than once.
+func (m *Manager) destroy(ctx context.Context, l *live, final airlock.SessionState, reason, detail string) error {
+	ctx = context.WithoutCancel(ctx)
+	l.mu.Lock()
+	switch l.rec.State {
+	case airlock.SessionDestroying, airlock.SessionDestroyed, airlock.SessionFailed:
+		l.mu.Unlock()
+		<-l.ended
+		return nil
+	case airlock.SessionCreating:
+		// The creator finishes the job once the sandbox is up (or not).
+		l.rec.EndReason, l.rec.EndDetail = reason, detail
+		m.move(ctx, l, airlock.SessionDestroying)
+		l.mu.Unlock()
+		<-l.ended
+		return nil
+	}
+	l.rec.EndReason, l.rec.EndDetail = reason, detail
+	m.move(ctx, l, airlock.SessionDestroying)
+	sb := l.sb
+	l.mu.Unlock()
+	return m.finish(ctx, l, sb, final)
+}
+
+// finish destroys the sandbox of a destroying session and makes it final.
+func (m *Manager) finish(ctx context.Context, l *live, sb airlock.Sandbox, final airlock.SessionState) error {
+	var err error
+	if sb != nil {
+		if st, serr := sb.Stats(ctx); serr == nil {
+			l.mu.Lock()
+			l.rec.Usage.CPUMS = st.CPUTime.Milliseconds()
+			l.rec.Usage.PeakMemoryMB = max(l.rec.Usage.PeakMemoryMB, mib(st.PeakMemoryBytes))
+			l.mu.Unlock()
+		}
+		err = sb.Destroy(ctx)
+	}
+	l.mu.Lock()
+	if err != nil {
+		final = airlock.SessionFailed
+		l.rec.EndDetail = joinDetail(l.rec.EndDetail, "the sandbox could not be removed cleanly; the node's reconciler removes what is left at its next start")
+		m.cfg.Logger.Error("destroy session sandbox", "session", l.rec.ID, "err", err)
+	}
+	now := m.cfg.Now().UTC()
+	l.rec.EndedAt = &now
+	m.move(ctx, l, final)
+	tenant := l.rec.TenantID
+	l.mu.Unlock()
+	m.mu.Lock()
+	delete(m.live, l.rec.ID)
+	if m.perTenant[tenant]--; m.perTenant[tenant] <= 0 {
+		delete(m.perTenant, tenant)
+	}
+	m.mu.Unlock()
+	close(l.ended)
+	return err
+}
+
+func joinDetail(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// watch fails a session whose sandbox exits on its own.
+func (m *Manager) watch(l *live) {
+	select {
+	case <-l.sb.Done():
+	case <-l.ended:
+		return
+	}
+	reason, detail := airlock.EndSandboxExited, "the sandbox exited on its own"
+	if st, err := l.sb.Stats(context.Background()); err == nil && st.OOMKilled {
+		reason, detail = airlock.EndOutOfMemory, "the sandbox as a whole ran out of memory and was killed"
+	}
+	m.destroy(context.Background(), l, airlock.SessionFailed, reason, detail)
+}
+
+// reaper ends sessions past their timeout or idle timeout, and drops
+// expired idempotency keys.
+func (m *Manager) reaper() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Reap(context.Background())
+		}
+	}
+}
+
+// Reap does one round of the reaper now and returns how many sessions it
+// ended.
+func (m *Manager) Reap(ctx context.Context) int {
+	now := m.cfg.Now()
+	m.mu.Lock()
+	all := make([]*live, 0, len(m.live))
+	for _, l := range m.live {
+		all = append(all, l)
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, l := range all {
+		l.mu.Lock()
+		st, expires := l.rec.State, l.rec.ExpiresAt
+		idleAt := l.rec.LastActiveAt.Add(time.Duration(l.rec.Limits.IdleTimeoutS) * time.Second)
+		idle := st == airlock.SessionReady && l.inflight == 0 && !now.Before(idleAt)
+		l.mu.Unlock()
+		switch {
+		case st != airlock.SessionReady && st != airlock.SessionBusy:
+		case !now.Before(expires):
+			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndTimeout, "its timeout passed")
+			n++
+		case idle:
+			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndIdle, fmt.Sprintf("nothing ran for %ds", l.rec.Limits.IdleTimeoutS))
+			n++
+		}
+	}
+	if k, err := m.cfg.Sessions.DeleteExpiredIdempotencyKeys(ctx, now); err != nil {
+		m.cfg.Logger.Error("drop expired idempotency keys", "err", err)
+	} else if k > 0 {
+		m.cfg.Logger.Debug("dropped expired idempotency keys", "count", k)
+	}
+	return n
+}
