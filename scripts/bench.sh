@@ -31,7 +31,7 @@ trap cleanup EXIT
 
 start() { # flags...
 	"$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
-		--cgroup-parent "$PARENT" --log-level warn "$@" >>"$WORK/airlockd.log" 2>&1 &
+		--cgroup-parent "$PARENT" --log-level warn --debug-listen 127.0.0.1:16060 "$@" >>"$WORK/airlockd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 300); do
 		curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break
@@ -108,6 +108,7 @@ cpuacct() { # nanoseconds of CPU used by every sandbox under the parent
 proccpu() { awk '{print ($14 + $15) * 10000000 " " ($16 + $17) * 10000000}' "/proc/$PID/stat"; } # ns, assumes 100 Hz ticks
 s0=$(cpuacct); read -r a0 c0 < <(proccpu); t0=$(date +%s%N)
 curl -s -o "$WORK/cpu.prof" "http://127.0.0.1:16060/debug/pprof/profile?seconds=30" 2>/dev/null &
+PROF=$!
 bench --code 'print(1)' --concurrency 4 --duration "$SUSTAIN"
 s1=$(cpuacct); read -r a1 c1 < <(proccpu); t1=$(date +%s%N)
 wall=$(( (t1 - t0) ))
@@ -118,4 +119,7 @@ awk -v s=$((s1 - s0)) -v a=$((a1 - a0)) -v c=$((c1 - c0)) -v w=$wall 'BEGIN {
 	printf "      runsc command-line processes (run, restore, delete): %.0f%%\n", 100*c/tot
 	printf "      airlockd itself: %.0f%%\n", 100*a/tot
 }'
+wait "$PROF" || true
+echo "    airlockd CPU profile (30 s of the run), top functions:"
+go tool pprof -top -nodecount=12 "$BIN/airlockd" "$WORK/cpu.prof" 2>/dev/null | sed -n '4,20p' | sed 's/^/      /'
 stop
