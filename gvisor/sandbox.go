@@ -141,7 +141,9 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	if from == "" {
 		args = append(args, "run", "--bundle", bundle, s.id)
 	} else {
-		args = append(args, "restore", "--image-path", from, "--bundle", bundle, s.id)
+		// --background lets the sandbox run while its memory is still
+		// being loaded from the (uncompressed) checkpoint.
+		args = append(args, "restore", "--background", "--image-path", from, "--bundle", bundle, s.id)
 	}
 	cmd := exec.Command(s.b.cfg.Runsc, args...)
 	cmd.Dir = s.dir

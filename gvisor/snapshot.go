@@ -26,7 +26,8 @@ func (b *Backend) Checkpoint(ctx context.Context, sb airlock.Sandbox, dir string
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("gvisor: checkpoint: %w", err)
 	}
-	if _, err := b.runsc(ctx, "checkpoint", "--image-path", dir, s.id); err != nil {
+	// Zero pages need not be saved; restore maps them as zero again.
+	if _, err := b.runsc(ctx, "checkpoint", "--exclude-committed-zero-pages", "--image-path", dir, s.id); err != nil {
 		os.RemoveAll(dir)
 		return fmt.Errorf("gvisor: checkpoint %s: %w", s.id, err)
 	}

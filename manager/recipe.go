@@ -12,7 +12,7 @@ import (
 
 // snapshotRecipeVersion changes whenever the way base snapshots are made
 // changes, so that old ones are rebuilt.
-const snapshotRecipeVersion = "1"
+const snapshotRecipeVersion = "2"
 
 // Recipe says how a sandbox is made ready for one language of one image
 // before any request: which runtime the agent starts and what it imports.

@@ -40,7 +40,7 @@ start() { # flags...
 	export AIRLOCK_URL="http://127.0.0.1:$PORT" AIRLOCK_API_KEY="$(cat "$WORK/default.key")"
 }
 stop() { kill "$PID"; wait "$PID" || true; PID=""; }
-metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 {print $2; exit}'; }
+metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 && v == "" {v = $2} END {print v}'; }
 waitmetric() { # name minimum
 	for _ in $(seq 600); do
 		v="$(metric "$1")"
