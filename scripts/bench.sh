@@ -7,6 +7,7 @@
 #
 #   sudo scripts/bench.sh                 # everything (about 12 minutes)
 #   N=50 SUSTAIN=60s sudo scripts/bench.sh  # shorter
+#   ONLY=sustain SUSTAIN=60s sudo scripts/bench.sh  # the sustained run alone
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$REPO/bin"
@@ -57,6 +58,8 @@ baseline() { "$BIN/airlock" baseline --state-dir "$STATE" "$@" | sed 's/^/    /'
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "runsc: $(sha256sum "$(command -v runsc)" | cut -c1-12) (sha256 of the binary)"
 
+if [ "${ONLY:-}" != sustain ]; then # ONLY=sustain runs the last section alone
+
 title "floor: chroot IMAGE python3 (no isolation)"
 baseline --kind chroot --code 'print(1)' --requests "$N"
 baseline --kind chroot --code "$CHART" --requests "$NCHART"
@@ -100,21 +103,26 @@ done
 echo "    $members members, RSS of their runsc processes: $((rss / 1024)) MiB in all, $(( members > 0 ? rss / 1024 / members : 0 )) MiB each"
 echo "    cgroup memory of all members (airlock_pool_memory_bytes): $(metric airlock_pool_memory_bytes | awk '{printf "%.0f MiB", $1/1048576}')"
 
+fi # ONLY
+
+if [ -z "$PID" ]; then
+	start
+	waitmetric 'airlock_pool_size{image="python-ds",language="python"}' 1
+fi
 title "sustained print(1), concurrency 4, $SUSTAIN, warm pool"
 cpuacct() { # nanoseconds of CPU used by every sandbox under the parent
 	if [ -f "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage" ]; then cat "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage"
 	else awk '/usage_usec/ {print $2 * 1000}' "/sys/fs/cgroup/$PARENT/cpu.stat"; fi
 }
-proccpu() { awk '{print ($14 + $15) * 10000000 " " ($16 + $17) * 10000000}' "/proc/$PID/stat"; } # ns, assumes 100 Hz ticks
+proccpu() { awk '{printf "%.0f %.0f\n", ($14 + $15) * 1e7, ($16 + $17) * 1e7}' "/proc/$PID/stat"; } # ns, assumes 100 Hz ticks
 s0=$(cpuacct); read -r a0 c0 < <(proccpu); t0=$(date +%s%N)
 curl -s -o "$WORK/cpu.prof" "http://127.0.0.1:16060/debug/pprof/profile?seconds=30" 2>/dev/null &
 PROF=$!
 bench --code 'print(1)' --concurrency 4 --duration "$SUSTAIN"
 s1=$(cpuacct); read -r a1 c1 < <(proccpu); t1=$(date +%s%N)
-wall=$(( (t1 - t0) ))
-awk -v s=$((s1 - s0)) -v a=$((a1 - a0)) -v c=$((c1 - c0)) -v w=$wall 'BEGIN {
-	tot = s + a + c
-	printf "    CPU over the run: %.0f core-seconds of %.0f available (%.0f%%)\n", tot/1e9, 2*w/1e9, 100*tot/(2*w)
+awk -v s0="$s0" -v s1="$s1" -v a0="$a0" -v a1="$a1" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v n="$(nproc)" 'BEGIN {
+	s = s1 - s0; a = a1 - a0; c = c1 - c0; w = t1 - t0; tot = s + a + c
+	printf "    CPU over the run: %.0f core-seconds of %.0f available (%.0f%%)\n", tot/1e9, n*w/1e9, 100*tot/(n*w)
 	printf "      sandboxes (gVisor kernel + gofer, their cgroups): %.0f%%\n", 100*s/tot
 	printf "      runsc command-line processes (run, restore, delete): %.0f%%\n", 100*c/tot
 	printf "      airlockd itself: %.0f%%\n", 100*a/tot
