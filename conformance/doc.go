@@ -74,7 +74,7 @@
 //
 // Exhaustion:
 //   - fork-bomb: a fork bomb under 64 processes ends at its 5 s deadline,
-//     host tasks stay bounded, and a new sandbox still runs.
+//     the sandbox's host tasks stay bounded, and a new sandbox still runs.
 //   - fork-limit: fork past 32 processes fails with EAGAIN.
 //   - memory-bomb: 1 GiB touched under 256 MiB is OOM-killed (137 or the
 //     sandbox ends) and Stats says OOMKilled.

@@ -24,6 +24,7 @@ type attachment struct {
 	policy    atomic.Pointer[Policy]
 	attempts  atomic.Int64 // connections and queries
 	used      atomic.Int64 // bytes through the proxy, both ways
+	open      atomic.Int64 // connections being decided or relayed
 	overQuota atomic.Bool
 
 	mu     sync.Mutex
@@ -145,10 +146,20 @@ func (a *attachment) charge(n int64) bool {
 	return false
 }
 
+// chunk is how much the proxy may relay before it charges again: up to
+// relayChunk, but never more than one byte past the quota.
+func (a *attachment) chunk() int64 {
+	q := a.s.cfg.QuotaBytes
+	if q < 0 {
+		return relayChunk
+	}
+	return min(relayChunk, max(q-a.used.Load()+1, 1))
+}
+
 // dropCounters are the rule counters that count as the sandbox trying to
 // reach something (IPv6 and other non-IPv4 frames are left out: a network
 // stack sends some on its own).
-var dropCounters = []string{netns.CounterMetadata, netns.CounterSpoofed, netns.CounterDropped, netns.CounterInput, netns.CounterForward}
+var dropCounters = []string{netns.CounterMetadata, netns.CounterSpoofed, netns.CounterDropped}
 
 // Attempts counts connections, queries and dropped packets so far, and
 // records an event for packets dropped since the last call.

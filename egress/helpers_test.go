@@ -29,7 +29,7 @@ import (
 // fixture is an egress service in front of a test internet, with a store
 // for its audit log.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	inet   *testnet.Internet
 	svc    *egress.Service
 	store  *sqlite.DB
@@ -41,7 +41,7 @@ type fixtureOpts struct {
 	broker func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker
 }
 
-func newFixture(t *testing.T, o fixtureOpts) *fixture {
+func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: needs root (network namespaces and nftables)")

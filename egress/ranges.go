@@ -1,7 +1,10 @@
 package egress
 
 import (
+	"net"
 	"net/netip"
+	"sync"
+	"time"
 )
 
 // alwaysForbidden are never reachable through the proxy, whatever the
@@ -60,6 +63,38 @@ func prefixes(ss ...string) []netip.Prefix {
 // may hand out or connect to.
 type addrPolicy struct {
 	permit []netip.Prefix
+
+	mu         sync.Mutex
+	local      map[netip.Addr]bool // the host's own addresses
+	localAt    time.Time
+	localAddrs func() ([]net.Addr, error)
+}
+
+// isLocal reports whether a is one of the host's own addresses (read
+// again every few seconds): a name that resolves to the host must not
+// reach its services, whatever range the address is in.
+func (p *addrPolicy) isLocal(a netip.Addr) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.local == nil || time.Since(p.localAt) > 5*time.Second {
+		list := p.localAddrs
+		if list == nil {
+			list = net.InterfaceAddrs
+		}
+		addrs, err := list()
+		if err == nil {
+			p.local = map[netip.Addr]bool{}
+			for _, ad := range addrs {
+				if n, ok := ad.(*net.IPNet); ok {
+					if ip, ok := netip.AddrFromSlice(n.IP); ok {
+						p.local[ip.Unmap()] = true
+					}
+				}
+			}
+			p.localAt = time.Now()
+		}
+	}
+	return p.local[a]
 }
 
 // forbidden reports whether a may not be connected to, and why.
@@ -72,6 +107,9 @@ func (p *addrPolicy) forbidden(a netip.Addr) (bool, string) {
 		if f.Contains(a) {
 			return true, describe(a)
 		}
+	}
+	if p.isLocal(a) {
+		return true, "address of this host"
 	}
 	for _, ok := range p.permit {
 		if ok.Contains(a) {

@@ -24,6 +24,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/broker"
+	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testnet"
@@ -97,7 +98,7 @@ type world struct {
 	hits                  atomic.Int64 // connections the reverse-shell listener got
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
 	images := testenv.Images(t)
@@ -217,6 +218,27 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// watcher signals when an exec's output first contains want.
+type watcher struct {
+	mu   sync.Mutex
+	out  strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watcher) Started(string, int) {}
+func (w *watcher) Stderr([]byte)       {}
+func (w *watcher) Stdout(p []byte) {
+	w.mu.Lock()
+	w.out.Write(p)
+	has := strings.Contains(w.out.String(), w.want)
+	w.mu.Unlock()
+	if has {
+		w.once.Do(func() { close(w.seen) })
+	}
+}
+
 type noExecutor struct{}
 
 func (noExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.ExecuteRequest) (*airlock.Execution, error) {
@@ -225,7 +247,7 @@ func (noExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.Exec
 
 // session makes a session over the API and gives it the probe and the
 // internet's CA.
-func (w *world) session(t *testing.T, network *airlock.NetworkPolicy, scopes ...string) string {
+func (w *world) session(t testing.TB, network *airlock.NetworkPolicy, scopes ...string) string {
 	t.Helper()
 	body, _ := json.Marshal(airlock.CreateSessionRequest{Image: "base", Network: network, BrokerScopes: scopes})
 	code, resp := w.call(t, "POST", "/v1/sessions", string(body))
@@ -243,7 +265,7 @@ func (w *world) session(t *testing.T, network *airlock.NetworkPolicy, scopes ...
 	return s.ID
 }
 
-func (w *world) call(t *testing.T, method, path, body string) (int, string) {
+func (w *world) call(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, w.api.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+w.key)
@@ -260,7 +282,7 @@ func (w *world) call(t *testing.T, method, path, body string) (int, string) {
 }
 
 // sh runs a shell line in a session.
-func (w *world) sh(t *testing.T, id, line string) *airlock.Execution {
+func (w *world) sh(t testing.TB, id, line string) *airlock.Execution {
 	t.Helper()
 	e, err := w.mgr.Exec(context.Background(), w.tenant, id, airlock.SessionExecRequest{Shell: line, TimeoutSec: 60}, nil)
 	if err != nil {
@@ -270,7 +292,7 @@ func (w *world) sh(t *testing.T, id, line string) *airlock.Execution {
 }
 
 // probe runs the probe in a session and returns its line.
-func (w *world) probe(t *testing.T, id string, args ...string) string {
+func (w *world) probe(t testing.TB, id string, args ...string) string {
 	t.Helper()
 	e := w.sh(t, id, "python3 /workspace/probe.py "+strings.Join(args, " "))
 	return strings.TrimSpace(e.Stdout + e.Stderr)
@@ -375,7 +397,7 @@ func TestSandboxEgress(t *testing.T) {
 		done := make(chan string, 1)
 		go func() {
 			e, err := w.mgr.Exec(context.Background(), w.tenant, b, airlock.SessionExecRequest{Cmd: []string{"python3", "-c",
-				"import socket\ns=socket.socket()\ns.bind(('0.0.0.0',8000))\ns.listen()\ns.settimeout(12)\nn=0\ntry:\n  while True:\n    s.accept(); n+=1\nexcept Exception:\n  pass\nprint('hits', n)"},
+				"import socket\ns=socket.socket()\ns.bind(('0.0.0.0',8000))\ns.listen()\ns.settimeout(7)\nn=0\ntry:\n  while True:\n    s.accept(); n+=1\nexcept Exception:\n  pass\nprint('hits', n)"},
 				TimeoutSec: 30}, nil)
 			if err != nil {
 				done <- err.Error()
@@ -490,16 +512,24 @@ func TestSandboxEgress(t *testing.T) {
 	})
 	t.Run("tightening cuts a connection", func(t *testing.T) {
 		done := make(chan string, 1)
-		started := time.Now()
+		obs := &watcher{want: "OK open", seen: make(chan struct{})}
 		go func() {
-			e, err := w.mgr.Exec(context.Background(), w.tenant, a, airlock.SessionExecRequest{Cmd: []string{"python3", "/workspace/probe.py", "stream", "http://api.test/stream"}, TimeoutSec: 60}, nil)
+			e, err := w.mgr.Exec(context.Background(), w.tenant, a, airlock.SessionExecRequest{Cmd: []string{"python3", "/workspace/probe.py", "stream", "http://api.test/stream"}, TimeoutSec: 60}, obs)
 			if err != nil {
 				done <- err.Error()
 				return
 			}
 			done <- e.Stdout
 		}()
-		time.Sleep(3 * time.Second)
+		select {
+		case <-obs.seen: // the stream is open and flowing
+		case got := <-done:
+			t.Fatalf("the stream did not open: %q", got)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream did not open in 20 s")
+		}
+		time.Sleep(500 * time.Millisecond)
+		started := time.Now()
 		code, body := w.call(t, "PUT", "/v1/sessions/"+a+"/network", `{"mode": "allow_list", "allow": ["other.test"]}`)
 		if code != 200 || !strings.Contains(body, `"allow":["other.test"]`) {
 			t.Fatalf("PUT network: %d %s", code, body)
@@ -509,8 +539,8 @@ func TestSandboxEgress(t *testing.T) {
 			if !strings.Contains(got, "OK open") || strings.Contains(got, "eof after 300") {
 				t.Errorf("stream: %q", got)
 			}
-			if time.Since(started) > 20*time.Second {
-				t.Errorf("the stream ended only after %s", time.Since(started))
+			if time.Since(started) > 10*time.Second {
+				t.Errorf("the stream ended only %s after the policy changed", time.Since(started))
 			}
 		case <-time.After(25 * time.Second):
 			t.Fatal("the stream was not cut")
@@ -530,6 +560,18 @@ func TestSandboxEgress(t *testing.T) {
 		}
 		if code, _ := w.call(t, "GET", "/v1/sessions/nope/egress", ""); code != 404 {
 			t.Errorf("unknown session: %d", code)
+		}
+		// The typed client pages the same way.
+		c, err := client.New(client.Config{BaseURL: w.api.URL, APIKey: w.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := c.SessionEgress(context.Background(), a, airlock.EgressFilter{Limit: 2, Before: page.Events[1].Seq, Kind: airlock.EgressConnection})
+		if err != nil || len(next.Events) == 0 || next.Events[0].Seq >= page.Events[1].Seq || next.Events[0].Kind != airlock.EgressConnection {
+			t.Errorf("client page: %+v %v", next, err)
+		}
+		if _, err := c.SetSessionNetwork(context.Background(), a, airlock.NetworkPolicy{Mode: airlock.NetworkAllowList, Allow: []string{"10.0.0.1"}}); airlock.ErrorCode(err) != airlock.EINVALID {
+			t.Errorf("an address in the list: %v", err)
 		}
 	})
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// DialTimeout bounds the proxy's connection to an upstream; 10 s if
 	// zero.
 	DialTimeout time.Duration
+	// MaxConnections bounds the connections one sandbox has open through
+	// the proxy at once (256); more are refused.
+	MaxConnections int
 
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -114,6 +117,9 @@ func (c *Config) Validate() error {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 10 * time.Second
 	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 256
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -140,7 +146,7 @@ type Service struct {
 	cfg      Config
 	nets     *netns.Manager
 	resolver *Resolver
-	addrs    addrPolicy
+	addrs    *addrPolicy
 	audit    *auditLog
 
 	proxyLn  *net.TCPListener
@@ -170,7 +176,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg:      cfg,
 		resolver: res,
-		addrs:    addrPolicy{permit: cfg.Permit},
+		addrs:    &addrPolicy{permit: cfg.Permit},
 		closing:  make(chan struct{}),
 		serveErr: make(chan error, 3),
 		bySrc:    map[netip.Addr]*attachment{},
@@ -258,6 +264,9 @@ func (s *Service) Close(ctx context.Context) error {
 		s.wg.Wait()
 	}
 	s.audit.close()
+	if err := s.nets.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

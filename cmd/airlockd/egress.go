@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,6 +21,7 @@ import (
 // egressOptions are the operator's network settings.
 type egressOptions struct {
 	disabled     bool
+	prefix       string
 	subnet       string
 	proxyPort    int
 	dnsPort      int
@@ -32,7 +35,8 @@ type egressOptions struct {
 func (o *egressOptions) register(fs *flag.FlagSet) {
 	o.allow = allowFlag{}
 	fs.BoolVar(&o.disabled, "no-egress", false, "run no egress proxy: sandboxes never get a network (allow_list sessions and allow_network are refused)")
-	fs.StringVar(&o.subnet, "egress-subnet", "10.231.0.0/16", "IPv4 range the sandboxes' links are carved from (a /30 each); must not overlap a network the host uses")
+	fs.StringVar(&o.prefix, "egress-prefix", "", "names of this node's sandbox namespaces, links and nftables tables (1 to 6 lower-case letters and digits; default from the state directory, so two airlockds on one host never touch each other's)")
+	fs.StringVar(&o.subnet, "egress-subnet", "", "IPv4 range the sandboxes' links are carved from (a /30 each); must not overlap a network the host uses (default a /22 of 10.231.0.0/16 chosen by the state directory)")
 	fs.IntVar(&o.proxyPort, "egress-proxy-port", 0, "port of the egress proxy every sandbox TCP connection is redirected to (0: any free port)")
 	fs.IntVar(&o.dnsPort, "egress-dns-port", 0, "port of the sandbox resolver (UDP and TCP; 0: any free port)")
 	fs.StringVar(&o.upstreams, "egress-upstream-dns", "", "DNS servers (host:port, comma-separated) the node resolves sandbox names with (default: the nameservers of /etc/resolv.conf)")
@@ -98,12 +102,22 @@ func splitList(s string) []string {
 
 // startEgress makes the egress service and the broker. It returns nil
 // when egress is off. Call reconcile before serving.
-func startEgress(o egressOptions, store *sqlite.DB, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o egressOptions, stateDir string, store *sqlite.DB, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
 		}
 		return nil, nil
+	}
+	// Defaults that differ between state directories and stay the same
+	// across restarts of one: the reconciler of a restarted airlockd
+	// finds what it left, and never what another airlockd holds.
+	sum := sha256.Sum256([]byte(stateDir))
+	if o.prefix == "" {
+		o.prefix = "a" + hex.EncodeToString(sum[:2])
+	}
+	if o.subnet == "" {
+		o.subnet = fmt.Sprintf("10.231.%d.0/22", int(sum[2]%64)*4)
 	}
 	subnet, err := netip.ParsePrefix(o.subnet)
 	if err != nil {
@@ -156,6 +170,7 @@ func startEgress(o egressOptions, store *sqlite.DB, logger *slog.Logger) (*egres
 	svc, err = egress.New(egress.Config{
 		Store:      store,
 		Broker:     b,
+		Prefix:     o.prefix,
 		Subnet:     subnet,
 		ProxyPort:  o.proxyPort,
 		DNSPort:    o.dnsPort,

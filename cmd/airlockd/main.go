@@ -155,7 +155,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
-	eg, err := startEgress(o.egress, store, logger)
+	eg, err := startEgress(o.egress, o.stateDir, store, logger)
 	if err != nil {
 		return err
 	}

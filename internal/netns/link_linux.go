@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,6 +73,9 @@ type Manager struct {
 
 	mu   sync.Mutex
 	used map[int]bool
+
+	baseMu    sync.Mutex
+	baseReady bool // the shared table is in place
 }
 
 // New returns a manager. It touches nothing on the host.
@@ -301,11 +305,11 @@ func (m *Manager) Reconcile() ([]string, error) {
 			found[strings.TrimSuffix(n, "h")] = true
 		}
 	}
-	tables, err := m.listTables()
+	netdev, ip, err := m.listTables()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range tables {
+	for _, t := range netdev {
 		if m.ours(t) && !held[t] {
 			found[t] = true
 		}
@@ -325,7 +329,34 @@ func (m *Manager) Reconcile() ([]string, error) {
 		}
 		out = append(out, n)
 	}
+	// The shared table goes too when nothing is held: the next network
+	// makes it afresh, with this run's ports.
+	if len(held) == 0 && slices.Contains(ip, m.cfg.Prefix) {
+		if err := m.deleteBase(); err != nil {
+			errs = append(errs, err)
+		} else {
+			out = append(out, m.cfg.Prefix)
+		}
+	}
 	return out, errors.Join(errs...)
+}
+
+// Held is how many sandbox networks this manager holds.
+func (m *Manager) Held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.used)
+}
+
+// Close removes the shared table. Every network must be deleted first.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	n := len(m.used)
+	m.mu.Unlock()
+	if n > 0 {
+		return fmt.Errorf("netns: %d sandbox networks still exist", n)
+	}
+	return m.deleteBase()
 }
 
 // CheckClean reports anything of this prefix left on the host: links,
@@ -338,11 +369,14 @@ func (m *Manager) CheckClean() error {
 			left = append(left, "link "+l.Attrs().Name)
 		}
 	}
-	tables, _ := m.listTables()
-	for _, t := range tables {
+	netdev, ip, _ := m.listTables()
+	for _, t := range netdev {
 		if m.ours(t) {
-			left = append(left, "nftables table "+t)
+			left = append(left, "nftables table netdev "+t)
 		}
+	}
+	if slices.Contains(ip, m.cfg.Prefix) {
+		left = append(left, "nftables table ip "+m.cfg.Prefix)
 	}
 	entries, _ := os.ReadDir(m.cfg.Dir)
 	for _, e := range entries {
