@@ -49,6 +49,9 @@ flags:
   --state-dir DIR     where the images are (default $AIRLOCK_STATE_DIR,
                       else /var/lib/airlock)
   --image NAME        image (default base)
+  --agent PATH        the agent binary the image must carry (default: the
+                      airlock-agent next to this program, if there is one;
+                      else the newest image of the name)
   --requests N        runs per program and runner (default 100, at most 10000)
   --warmup N          runs first, not counted (default 5)
   --runners LIST      comma-separated (default bare,bwrap,namespaces,gvisor);
@@ -81,6 +84,7 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("bench-backends", benchBackendsUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
 	imageName := fs.String("image", "base", "")
+	agentPath := fs.String("agent", siblingAgent(), "")
 	requests := fs.Int("requests", 100, "")
 	warmup := fs.Int("warmup", 5, "")
 	runnersFlag := fs.String("runners", "bare,bwrap,namespaces,gvisor", "")
@@ -101,7 +105,7 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	if os.Geteuid() != 0 {
 		return errors.New("bench-backends must run as root (chroot, namespaces, cgroups, loop mounts)")
 	}
-	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir})
+	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir, AgentPath: *agentPath})
 	if err != nil {
 		return err
 	}
@@ -310,4 +314,17 @@ func lookPathIn(rootfs, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in %s", name, rootfs)
+}
+
+// siblingAgent is the airlock-agent next to this program, or "".
+func siblingAgent() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(exe), "airlock-agent")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
 }
