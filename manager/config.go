@@ -1,8 +1,6 @@
 package manager
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -123,11 +121,5 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// NewID returns a random 128-bit ID in hex, safe in paths and URLs.
-func NewID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a random 128-bit ID in hex (airlock.NewID).
+func NewID() string { return airlock.NewID() }
