@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/sandboxio"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -50,35 +50,6 @@ func (s *Sandbox) WorkspaceDir() string { return filepath.Join(s.dir, "disk", "w
 
 // Done is closed when the sandbox has exited.
 func (s *Sandbox) Done() <-chan struct{} { return s.exited }
-
-// pipeConn joins the stdio pipes of `runsc run` into one stream.
-type pipeConn struct {
-	io.ReadCloser                // the container's stdout
-	w             io.WriteCloser // the container's stdin
-}
-
-func (c pipeConn) Write(b []byte) (int, error) { return c.w.Write(b) }
-func (c pipeConn) Close() error {
-	return errors.Join(c.w.Close(), c.ReadCloser.Close())
-}
-
-// cappedWriter writes at most n bytes to w and drops the rest.
-type cappedWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *cappedWriter) Write(b []byte) (int, error) {
-	if c.n > 0 {
-		k := int64(len(b))
-		if k > c.n {
-			k = c.n
-		}
-		c.w.Write(b[:k])
-		c.n -= k
-	}
-	return len(b), nil
-}
 
 // start makes the sandbox's host resources and starts it: a fresh boot
 // with `runsc run`, or, when from is a checkpoint directory, `runsc
@@ -147,7 +118,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	}
 	cmd := exec.Command(s.b.cfg.Runsc, args...)
 	cmd.Dir = s.dir
-	cmd.Stderr = &cappedWriter{w: logf, n: maxLogBytes}
+	cmd.Stderr = &sandboxio.CappedWriter{W: logf, N: maxLogBytes}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -161,7 +132,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return fmt.Errorf("gvisor: start runsc: %w", err)
 	}
 	s.cmd = cmd
-	s.agent = protocol.NewClient(pipeConn{ReadCloser: stdout, w: stdin})
+	s.agent = protocol.NewClient(sandboxio.PipeConn{ReadCloser: stdout, W: stdin})
 	go func() {
 		// Read the agent until EOF before Wait closes the pipe under it.
 		<-s.agent.Done()
@@ -185,13 +156,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 }
 
 // logTail returns the end of the sandbox's log, for error messages.
-func (s *Sandbox) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "sandbox.log"))
-	if len(b) > 2048 {
-		b = b[len(b)-2048:]
-	}
-	return string(b)
-}
+func (s *Sandbox) logTail() string { return sandboxio.LogTail(filepath.Join(s.dir, "sandbox.log")) }
 
 // Stats reads the sandbox's cgroup.
 func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
@@ -199,13 +164,7 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 	if err != nil {
 		return airlock.Stats{}, err
 	}
-	return airlock.Stats{
-		PeakMemoryBytes: st.PeakMemoryBytes,
-		MemoryBytes:     st.MemoryBytes,
-		OOMKilled:       st.OOMKills > 0,
-		CPUTime:         st.CPUTime,
-		Pids:            st.Pids,
-	}, nil
+	return sandboxio.Stats(st), nil
 }
 
 // Stop stops every process of the sandbox: it freezes the sandbox's cgroup

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/sandboxio"
 	"github.com/airlockhq/airlock/namespaces/nsinit"
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -74,30 +75,6 @@ func (s *Sandbox) LandlockABI() int { return s.landlock }
 // HostUID is the host uid the sandbox user is mapped to.
 func (s *Sandbox) HostUID() int { return s.uid }
 
-// pipeConn joins the agent's stdin and stdout into one stream.
-type pipeConn struct {
-	io.ReadCloser                // the agent's stdout
-	w             io.WriteCloser // the agent's stdin
-}
-
-func (c pipeConn) Write(b []byte) (int, error) { return c.w.Write(b) }
-func (c pipeConn) Close() error                { return errors.Join(c.w.Close(), c.ReadCloser.Close()) }
-
-// cappedWriter writes at most n bytes to w and drops the rest.
-type cappedWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *cappedWriter) Write(b []byte) (int, error) {
-	if c.n > 0 {
-		k := min(int64(len(b)), c.n)
-		c.w.Write(b[:k])
-		c.n -= k
-	}
-	return len(b), nil
-}
-
 // spawn starts the init stage of a sandbox in its new namespaces, from
 // the agent binary of the image at rootfs, as the host uid uid. It waits
 // there, blocked on its config, until configure sends one: a started
@@ -133,7 +110,7 @@ func (b *Backend) spawn(rootfs string, uid int, logPath string) (*Sandbox, error
 	cmd.Args[0] = b.cfg.AgentPath
 	cmd.Dir = "/"
 	cmd.Env = []string{}
-	cmd.Stderr = &cappedWriter{w: logf, n: maxLogBytes}
+	cmd.Stderr = &sandboxio.CappedWriter{W: logf, N: maxLogBytes}
 	cmd.ExtraFiles = []*os.File{configR, reportW} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
@@ -160,7 +137,7 @@ func (b *Backend) spawn(rootfs string, uid int, logPath string) (*Sandbox, error
 		return fail(fmt.Errorf("namespaces: start the init stage: %w", err))
 	}
 	s.cmd, s.configW, s.reportR = cmd, configW, reportR
-	s.agent = protocol.NewClient(pipeConn{ReadCloser: stdout, w: stdin})
+	s.agent = protocol.NewClient(sandboxio.PipeConn{ReadCloser: stdout, W: stdin})
 	go func() {
 		// Read the agent until EOF before Wait closes the pipe under it.
 		<-s.agent.Done()
@@ -291,13 +268,7 @@ func readReport(r *os.File, deadline time.Time) (nsinit.Report, error) {
 }
 
 // logTail returns the end of the sandbox's log, for error messages.
-func (s *Sandbox) logTail() string {
-	b, _ := os.ReadFile(s.logPath)
-	if len(b) > 2048 {
-		b = b[len(b)-2048:]
-	}
-	return string(b)
-}
+func (s *Sandbox) logTail() string { return sandboxio.LogTail(s.logPath) }
 
 // Stats reads the sandbox's cgroup.
 func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
@@ -305,13 +276,7 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 	if err != nil {
 		return airlock.Stats{}, err
 	}
-	return airlock.Stats{
-		PeakMemoryBytes: st.PeakMemoryBytes,
-		MemoryBytes:     st.MemoryBytes,
-		OOMKilled:       st.OOMKills > 0,
-		CPUTime:         st.CPUTime,
-		Pids:            st.Pids,
-	}, nil
+	return sandboxio.Stats(st), nil
 }
 
 // Stop kills every process of the sandbox through its cgroup, which none
