@@ -3,6 +3,7 @@ package airlock
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. Each maps to one HTTP status and one stable problem type in
@@ -28,7 +29,10 @@ type Error struct {
 	Code    string
 	Type    string // optional finer problem type, e.g. "unknown-language"
 	Message string
-	Err     error
+	// RetryAfter, when set, tells the client when to try again (the
+	// Retry-After header of a 429 or 503 problem).
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *Error) Error() string {
@@ -48,6 +52,29 @@ func Errorf(code, format string, args ...any) *Error {
 // Problem returns an *Error with a finer problem type.
 func Problem(code, typ, format string, args ...any) *Error {
 	return &Error{Code: code, Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// RetryLater returns a copy of e that asks the client to retry after d.
+func (e *Error) RetryLater(d time.Duration) *Error {
+	c := *e
+	c.RetryAfter = d
+	return &c
+}
+
+// RetryAfterOf returns the RetryAfter of the first *Error in err's chain
+// that sets one, or 0.
+func RetryAfterOf(err error) time.Duration {
+	for err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return 0
+		}
+		if e.RetryAfter > 0 {
+			return e.RetryAfter
+		}
+		err = e.Err
+	}
+	return 0
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
