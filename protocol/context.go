@@ -20,6 +20,7 @@ const (
 	OpContextRun     Op = "context_run"
 	OpContextRestart Op = "context_restart"
 	OpContextClose   Op = "context_close"
+	OpContextList    Op = "context_list" // Response.Contexts
 )
 
 // Context languages.
@@ -27,6 +28,56 @@ const (
 	ContextPython = "python"
 	ContextNode   = "node"
 )
+
+// Context states in a ContextInfo.
+const (
+	ContextIdle = "idle" // ready for a cell
+	ContextBusy = "busy" // starting, restarting or running a cell
+	ContextDead = "dead" // its interpreter ended; restart it
+)
+
+// ContextInfo describes one code context.
+type ContextInfo struct {
+	ID          string `json:"id"`
+	Language    string `json:"language"`
+	State       string `json:"state"`
+	CreatedAtMS int64  `json:"created_at_ms"` // unix milliseconds
+	Runs        int64  `json:"runs"`          // cells run (or started) in it
+}
+
+// Validate checks a context entry from the agent.
+func (c *ContextInfo) Validate() error {
+	if !validContextID(c.ID) {
+		return fmt.Errorf("bad context id")
+	}
+	if c.Language != ContextPython && c.Language != ContextNode {
+		return fmt.Errorf("unknown context language %q", c.Language)
+	}
+	if c.State != ContextIdle && c.State != ContextBusy && c.State != ContextDead {
+		return fmt.Errorf("unknown context state %q", c.State)
+	}
+	if c.CreatedAtMS < 0 || c.Runs < 0 {
+		return fmt.Errorf("negative value")
+	}
+	return nil
+}
+
+func validateContexts(cs []ContextInfo) error {
+	if len(cs) > MaxContexts {
+		return fmt.Errorf("too many contexts")
+	}
+	seen := make(map[string]bool, len(cs))
+	for i := range cs {
+		if err := cs[i].Validate(); err != nil {
+			return err
+		}
+		if seen[cs[i].ID] {
+			return fmt.Errorf("context %s listed twice", cs[i].ID)
+		}
+		seen[cs[i].ID] = true
+	}
+	return nil
+}
 
 // Bounds of context messages.
 const (
@@ -217,6 +268,15 @@ func (c *Client) CloseContext(ctx context.Context, id string) error {
 	}
 	_, err := c.roundTrip(ctx, r)
 	return err
+}
+
+// ListContexts lists the agent's code contexts.
+func (c *Client) ListContexts(ctx context.Context) ([]ContextInfo, error) {
+	r, err := c.roundTrip(ctx, Request{Op: OpContextList})
+	if err != nil {
+		return nil, err
+	}
+	return r.Contexts, nil
 }
 
 // RunCell runs code in a context. The cell's output goes to stdout and

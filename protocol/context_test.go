@@ -2,9 +2,11 @@ package protocol_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -110,4 +112,42 @@ func TestContextRequestValidate(t *testing.T) {
 			t.Errorf("%+v: %v", tt.req, err)
 		}
 	}
+}
+
+func TestClientListContexts(t *testing.T) {
+	c, a := newFake(t)
+	a.hello()
+	type got struct {
+		cs  []protocol.ContextInfo
+		err error
+	}
+	list := func(payload string) got {
+		ch := make(chan got, 1)
+		go func() {
+			cs, err := c.ListContexts(context.Background())
+			ch <- got{cs, err}
+		}()
+		id, req := a.expectRequest()
+		if req.Op != protocol.OpContextList {
+			t.Fatalf("request %+v", req)
+		}
+		a.send(protocol.Frame{Type: protocol.TResponse, Stream: id, Payload: []byte(payload)})
+		select {
+		case g := <-ch:
+			return g
+		case <-time.After(5 * time.Second):
+			t.Fatal("ListContexts hung")
+		}
+		return got{}
+	}
+	g := list(`{"contexts":[{"id":"py","language":"python","state":"idle","created_at_ms":5,"runs":2}]}`)
+	if g.err != nil || len(g.cs) != 1 || g.cs[0] != (protocol.ContextInfo{ID: "py", Language: "python", State: "idle", CreatedAtMS: 5, Runs: 2}) {
+		t.Fatalf("%+v, %v", g.cs, g.err)
+	}
+	for _, bad := range []string{`{"contexts":[{"id":"../x","language":"python","state":"idle"}]}`, `{"contexts":[{"id":"a","language":"python","state":"on fire"}]}`} {
+		if g := list(bad); g.err == nil {
+			t.Errorf("%s accepted: %+v", bad, g.cs)
+		}
+	}
+	checkHealthy(t, c, a)
 }

@@ -7,6 +7,13 @@
 // MaxPayload bytes. The host opens streams (one per request) with odd IDs
 // chosen by itself; control payloads are JSON, data payloads raw bytes.
 //
+// A connection ends; the sandbox need not. The host may give the agent a
+// channel (OpChannel, channel.go): a unix socket path to dial, with a
+// token the agent sends in the Hello of every connection it dials. Execs
+// with RetainBytes outlive their connection and are listed and read
+// again with OpProcesses and OpAttach (processes.go); code contexts are
+// listed with OpContextList.
+//
 // The host treats everything the agent says as hostile: frame sizes are
 // bounded before allocation, JSON is decoded into fixed types and checked
 // by Validate methods, and any violation ends the connection. This package

@@ -31,13 +31,20 @@ const (
 	OpRemove   Op = "remove"
 	OpShutdown Op = "shutdown"
 	OpPrepare  Op = "prepare" // start a warm runtime; see warm.go
+
+	OpChannel   Op = "channel"   // where to dial when the host goes away; see channel.go
+	OpProcesses Op = "processes" // list retained programs; see processes.go
+	OpAttach    Op = "attach"    // read a retained program again; see processes.go
 )
 
-// Hello is the first frame the agent sends.
+// Hello is the first frame the agent sends on every connection.
 type Hello struct {
 	Version int    `json:"version"`
 	Agent   string `json:"agent"` // build identifier of the agent
 	PID     int    `json:"pid"`
+	// Token is the channel token (see ChannelRequest) on a connection the
+	// agent dialed; empty on its first stream.
+	Token string `json:"token,omitempty"`
 }
 
 // Validate checks a Hello from the agent.
@@ -47,6 +54,9 @@ func (h *Hello) Validate() error {
 	}
 	if len(h.Agent) > MaxNameBytes {
 		return fmt.Errorf("protocol: agent name too long")
+	}
+	if h.Token != "" && !validToken(h.Token) {
+		return fmt.Errorf("protocol: bad token in hello")
 	}
 	return nil
 }
@@ -61,12 +71,24 @@ type Request struct {
 
 	Prepare *PrepareRequest `json:"prepare,omitempty"`
 	Context *ContextRequest `json:"context,omitempty"` // context ops; see context.go
+	Channel *ChannelRequest `json:"channel,omitempty"` // channel
+	PID     int             `json:"pid,omitempty"`     // attach
 }
 
 // Validate checks a request (the agent calls it on what the host sends).
 func (r *Request) Validate() error {
 	switch r.Op {
-	case OpHealth, OpShutdown:
+	case OpHealth, OpShutdown, OpProcesses, OpContextList:
+		return nil
+	case OpChannel:
+		if r.Channel == nil {
+			return fmt.Errorf("channel request without channel")
+		}
+		return r.Channel.Validate()
+	case OpAttach:
+		if !validPID(r.PID) {
+			return fmt.Errorf("bad pid %d", r.PID)
+		}
 		return nil
 	case OpPrepare:
 		if r.Prepare == nil {
@@ -101,6 +123,11 @@ type ExecRequest struct {
 	// (RLIMIT_AS), set before it runs: in a session one command that
 	// allocates too much fails alone instead of taking the sandbox down.
 	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
+	// RetainBytes, if set, makes the program outlive its host connection:
+	// the agent keeps the first RetainBytes of its stdout and of its
+	// stderr and, once it ends, its exit status, until a host collects
+	// them (see OpAttach). At most MaxRetainBytes.
+	RetainBytes int64 `json:"retain_bytes,omitempty"`
 }
 
 // Validate bounds an exec request.
@@ -130,6 +157,9 @@ func (e *ExecRequest) Validate() error {
 	if e.MemoryLimitBytes < 0 {
 		return fmt.Errorf("negative memory limit")
 	}
+	if e.RetainBytes < 0 || e.RetainBytes > MaxRetainBytes {
+		return fmt.Errorf("retain_bytes %d out of range", e.RetainBytes)
+	}
 	return nil
 }
 
@@ -139,6 +169,10 @@ type ExitStatus struct {
 	Signal   int    `json:"signal,omitempty"` // the signal that ended it, if any
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Error    string `json:"error,omitempty"` // the program could not start
+	// Bytes of a retained program's output beyond its RetainBytes: a host
+	// that collected the result by OpAttach got it cut when these are set.
+	StdoutDropped int64 `json:"stdout_dropped,omitempty"`
+	StderrDropped int64 `json:"stderr_dropped,omitempty"`
 }
 
 // Validate checks an exit status from the agent.
@@ -148,6 +182,9 @@ func (s *ExitStatus) Validate() error {
 	}
 	if s.Signal < 0 || s.Signal > 64 {
 		return fmt.Errorf("signal %d out of range", s.Signal)
+	}
+	if s.StdoutDropped < 0 || s.StderrDropped < 0 {
+		return fmt.Errorf("negative dropped count")
 	}
 	s.Error = cut(s.Error, MaxPathBytes)
 	return nil
@@ -162,6 +199,9 @@ type Response struct {
 	More    bool       `json:"more,omitempty"` // the list was cut at MaxListEntries
 	Info    *FileInfo  `json:"info,omitempty"`
 	Written int64      `json:"written,omitempty"`
+
+	Processes []ProcessInfo `json:"processes,omitempty"` // processes; see processes.go
+	Contexts  []ContextInfo `json:"contexts,omitempty"`  // context_list; see context.go
 }
 
 // Health is the agent's view of itself.
@@ -208,7 +248,10 @@ func (r *Response) Validate() error {
 	if r.PID < 0 || r.Written < 0 {
 		return fmt.Errorf("negative value")
 	}
-	return nil
+	if err := validateProcesses(r.Processes); err != nil {
+		return err
+	}
+	return validateContexts(r.Contexts)
 }
 
 // ErrorMessage ends a stream that failed.

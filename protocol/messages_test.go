@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"fmt"
 	"path"
 	"reflect"
 	"slices"
@@ -27,6 +28,9 @@ var messageTypes = []struct {
 	{"FileInfo", func() message { return new(protocol.FileInfo) }},
 	{"ErrorMessage", func() message { return new(protocol.ErrorMessage) }},
 	{"SignalRequest", func() message { return new(protocol.SignalRequest) }},
+	{"ChannelRequest", func() message { return new(protocol.ChannelRequest) }},
+	{"ProcessInfo", func() message { return new(protocol.ProcessInfo) }},
+	{"ContextInfo", func() message { return new(protocol.ContextInfo) }},
 }
 
 func newMessage(t testing.TB, name string) message {
@@ -48,6 +52,21 @@ func TestDecode(t *testing.T) {
 		}
 		return `{"entries":[` + strings.Join(e, ",") + `]}`
 	}
+	procs := func(n int) string {
+		e := make([]string, n)
+		for i := range e {
+			e[i] = fmt.Sprintf(`{"pid":%d,"argv0":"sh","started_at_ms":1,"timeout_ms":0,"running":true,"attached":false}`, i+1)
+		}
+		return `{"processes":[` + strings.Join(e, ",") + `]}`
+	}
+	contexts := func(n int) string {
+		e := make([]string, n)
+		for i := range e {
+			e[i] = fmt.Sprintf(`{"id":"c%d","language":"python","state":"idle","created_at_ms":1,"runs":0}`, i)
+		}
+		return `{"contexts":[` + strings.Join(e, ",") + `]}`
+	}
+	token := strings.Repeat("t", protocol.MinTokenBytes)
 	manyArgs := `{"argv":["a"` + strings.Repeat(`,"a"`, protocol.MaxArgs) + `]}`
 	bigArgs := `{"argv":["a","` + long(protocol.MaxArgBytes) + `"]}`
 
@@ -72,6 +91,10 @@ func TestDecode(t *testing.T) {
 		{"Hello", "wrong type", `{"version":"1"}`, false},
 		{"Hello", "float version", `{"version":1.5}`, false},
 		{"Hello", "array", `[1]`, false},
+		{"Hello", "token", `{"version":1,"agent":"dev","pid":1,"token":"` + token + `"}`, true},
+		{"Hello", "short token", `{"version":1,"token":"` + long(protocol.MinTokenBytes-1) + `"}`, false},
+		{"Hello", "long token", `{"version":1,"token":"` + long(protocol.MaxTokenBytes+1) + `"}`, false},
+		{"Hello", "token with space", `{"version":1,"token":"` + token + ` "}`, false},
 		{"Hello", "empty", ``, false},
 		{"Hello", "truncated", `{"version":1`, false},
 
@@ -96,6 +119,20 @@ func TestDecode(t *testing.T) {
 		{"Request", "negative mode", `{"op":"put","path":"x","mode":-1}`, false},
 		{"Request", "unknown field", `{"op":"health","sudo":true}`, false},
 		{"Request", "trailing", `{"op":"health"}{"op":"shutdown"}`, false},
+		{"Request", "channel", `{"op":"channel","channel":{"path":"/run/airlock/agent.sock","token":"` + token + `"}}`, true},
+		{"Request", "channel without channel", `{"op":"channel"}`, false},
+		{"Request", "channel relative path", `{"op":"channel","channel":{"path":"run/agent.sock","token":"` + token + `"}}`, false},
+		{"Request", "channel unclean path", `{"op":"channel","channel":{"path":"/run/../agent.sock","token":"` + token + `"}}`, false},
+		{"Request", "channel trailing slash", `{"op":"channel","channel":{"path":"/run/","token":"` + token + `"}}`, false},
+		{"Request", "channel empty token", `{"op":"channel","channel":{"path":"/run/a.sock","token":""}}`, false},
+		{"Request", "channel token unknown field", `{"op":"channel","channel":{"path":"/run/a.sock","token":"` + token + `","x":1}}`, false},
+		{"Request", "processes", `{"op":"processes"}`, true},
+		{"Request", "context list", `{"op":"context_list"}`, true},
+		{"Request", "attach", `{"op":"attach","pid":42}`, true},
+		{"Request", "attach without pid", `{"op":"attach"}`, false},
+		{"Request", "attach negative pid", `{"op":"attach","pid":-1}`, false},
+		{"Request", "attach huge pid", `{"op":"attach","pid":4294967296}`, false},
+		{"Request", "exec retained", `{"op":"exec","exec":{"argv":["a"],"retain_bytes":1048576}}`, true},
 
 		// ExecRequest
 		{"ExecRequest", "valid", `{"argv":["echo","hi"],"env":["A=1","B="],"cwd":"sub","stdin":true,"timeout_ms":1000}`, true},
@@ -109,6 +146,9 @@ func TestDecode(t *testing.T) {
 		{"ExecRequest", "args too large", bigArgs, false},
 		{"ExecRequest", "unknown field", `{"argv":["a"],"user":"root"}`, false},
 		{"ExecRequest", "trailing", `{"argv":["a"]} 1`, false},
+		{"ExecRequest", "retain max", `{"argv":["a"],"retain_bytes":16777216}`, true},
+		{"ExecRequest", "retain too much", `{"argv":["a"],"retain_bytes":16777217}`, false},
+		{"ExecRequest", "retain negative", `{"argv":["a"],"retain_bytes":-1}`, false},
 
 		// ExitStatus
 		{"ExitStatus", "zero", `{"code":0}`, true},
@@ -125,6 +165,9 @@ func TestDecode(t *testing.T) {
 		{"ExitStatus", "huge code", `{"code":99999999999999999999}`, false},
 		{"ExitStatus", "unknown field", `{"code":0,"core":true}`, false},
 		{"ExitStatus", "trailing", `{"code":0}]`, false},
+		{"ExitStatus", "dropped", `{"code":0,"stdout_dropped":5,"stderr_dropped":1}`, true},
+		{"ExitStatus", "negative dropped", `{"code":0,"stdout_dropped":-5}`, false},
+		{"ExitStatus", "negative stderr dropped", `{"code":0,"stderr_dropped":-1}`, false},
 
 		// Response
 		{"Response", "empty", `{}`, true},
@@ -146,6 +189,15 @@ func TestDecode(t *testing.T) {
 		{"Response", "negative written", `{"written":-1}`, false},
 		{"Response", "unknown field", `{"pid":1,"token":"x"}`, false},
 		{"Response", "trailing", `{"pid":1},`, false},
+		{"Response", "max processes", procs(protocol.MaxProcessList), true},
+		{"Response", "too many processes", procs(protocol.MaxProcessList + 1), false},
+		{"Response", "process pid twice", `{"processes":[{"pid":3},{"pid":3}]}`, false},
+		{"Response", "process pid zero", `{"processes":[{"pid":0}]}`, false},
+		{"Response", "process unknown field", `{"processes":[{"pid":3,"uid":0}]}`, false},
+		{"Response", "max contexts", contexts(protocol.MaxContexts), true},
+		{"Response", "too many contexts", contexts(protocol.MaxContexts + 1), false},
+		{"Response", "context twice", `{"contexts":[{"id":"a","language":"node","state":"dead"},{"id":"a","language":"node","state":"dead"}]}`, false},
+		{"Response", "context bad state", `{"contexts":[{"id":"a","language":"node","state":"sleepy"}]}`, false},
 
 		// FileInfo
 		{"FileInfo", "valid", `{"name":"a.txt","size":3,"mode":420,"mtime_ns":1,"is_dir":false}`, true},
@@ -170,6 +222,47 @@ func TestDecode(t *testing.T) {
 		{"SignalRequest", "negative", `{"signal":-9}`, false},
 		{"SignalRequest", "unknown field", `{"signal":9,"pid":1}`, false},
 		{"SignalRequest", "trailing", `{"signal":9}{"signal":9}`, false},
+
+		// ChannelRequest
+		{"ChannelRequest", "valid", `{"path":"/run/airlock/agent.sock","token":"` + token + `"}`, true},
+		{"ChannelRequest", "max token", `{"path":"/a","token":"` + strings.Repeat("A-_9", protocol.MaxTokenBytes/4) + `"}`, true},
+		{"ChannelRequest", "long token", `{"path":"/a","token":"` + long(protocol.MaxTokenBytes+1) + `"}`, false},
+		{"ChannelRequest", "short token", `{"path":"/a","token":"` + long(protocol.MinTokenBytes-1) + `"}`, false},
+		{"ChannelRequest", "token not ascii", `{"path":"/a","token":"` + token + `é"}`, false},
+		{"ChannelRequest", "token nul", `{"path":"/a","token":"` + token + `\u0000"}`, false},
+		{"ChannelRequest", "root", `{"path":"/","token":"` + token + `"}`, true},
+		{"ChannelRequest", "empty path", `{"path":"","token":"` + token + `"}`, false},
+		{"ChannelRequest", "dot segment", `{"path":"/run/./a","token":"` + token + `"}`, false},
+		{"ChannelRequest", "double slash", `{"path":"//run/a","token":"` + token + `"}`, false},
+		{"ChannelRequest", "nul in path", `{"path":"/run/a\u0000","token":"` + token + `"}`, false},
+		{"ChannelRequest", "long path", `{"path":"/` + long(protocol.MaxPathBytes) + `","token":"` + token + `"}`, false},
+		{"ChannelRequest", "missing token", `{"path":"/a"}`, false},
+		{"ChannelRequest", "trailing", `{"path":"/a","token":"` + token + `"}}`, false},
+
+		// ProcessInfo
+		{"ProcessInfo", "valid", `{"pid":7,"argv0":"python3","started_at_ms":1700000000000,"timeout_ms":60000,"running":true,"attached":true}`, true},
+		{"ProcessInfo", "ended", `{"pid":7,"argv0":"","started_at_ms":0,"timeout_ms":0,"running":false,"attached":false}`, true},
+		{"ProcessInfo", "long argv0 is cut", `{"pid":7,"argv0":"` + long(10000) + `"}`, true},
+		{"ProcessInfo", "pid zero", `{"pid":0}`, false},
+		{"ProcessInfo", "pid negative", `{"pid":-7}`, false},
+		{"ProcessInfo", "pid huge", `{"pid":2147483648}`, false},
+		{"ProcessInfo", "negative start", `{"pid":7,"started_at_ms":-1}`, false},
+		{"ProcessInfo", "negative timeout", `{"pid":7,"timeout_ms":-1}`, false},
+		{"ProcessInfo", "running not bool", `{"pid":7,"running":1}`, false},
+		{"ProcessInfo", "unknown field", `{"pid":7,"uid":0}`, false},
+		{"ProcessInfo", "trailing", `{"pid":7}{}`, false},
+
+		// ContextInfo
+		{"ContextInfo", "valid", `{"id":"py-1","language":"python","state":"busy","created_at_ms":1700000000000,"runs":3}`, true},
+		{"ContextInfo", "node dead", `{"id":"js","language":"node","state":"dead","created_at_ms":0,"runs":0}`, true},
+		{"ContextInfo", "bad id", `{"id":"a/b","language":"python","state":"idle"}`, false},
+		{"ContextInfo", "empty id", `{"id":"","language":"python","state":"idle"}`, false},
+		{"ContextInfo", "long id", `{"id":"` + long(65) + `","language":"python","state":"idle"}`, false},
+		{"ContextInfo", "bad language", `{"id":"a","language":"ruby","state":"idle"}`, false},
+		{"ContextInfo", "bad state", `{"id":"a","language":"python","state":""}`, false},
+		{"ContextInfo", "negative runs", `{"id":"a","language":"python","state":"idle","runs":-1}`, false},
+		{"ContextInfo", "negative created", `{"id":"a","language":"python","state":"idle","created_at_ms":-1}`, false},
+		{"ContextInfo", "unknown field", `{"id":"a","language":"python","state":"idle","pid":1}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ+"/"+tt.name, func(t *testing.T) {
@@ -199,6 +292,13 @@ func TestDecodeCutsLongText(t *testing.T) {
 	}
 	if len(m.Message) > 4096 {
 		t.Errorf("error message kept %d bytes", len(m.Message))
+	}
+	var p protocol.ProcessInfo
+	if err := protocol.Decode(protocol.Encode(protocol.ProcessInfo{PID: 1, Argv0: strings.Repeat("€", 5000)}), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Argv0) > protocol.MaxPathBytes || !utf8.ValidString(p.Argv0) {
+		t.Errorf("argv0 kept %d bytes, valid UTF-8 %v", len(p.Argv0), utf8.ValidString(p.Argv0))
 	}
 }
 
@@ -235,6 +335,15 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		&protocol.Response{PID: 7, Health: &protocol.Health{UptimeMS: 1, Processes: 2}, Entries: []protocol.FileInfo{{Name: "a", Size: 1, Mode: 0o644, MtimeNS: 3}}, More: true, Info: &protocol.FileInfo{Name: "d", IsDir: true}, Written: 9},
 		&protocol.ErrorMessage{Code: "not_found", Message: "<nope> & \"quoted\""},
 		&protocol.SignalRequest{Signal: 9},
+		&protocol.Hello{Version: protocol.Version, Agent: "b", PID: 1, Token: strings.Repeat("x", protocol.MaxTokenBytes)},
+		&protocol.Request{Op: protocol.OpChannel, Channel: &protocol.ChannelRequest{Path: "/run/airlock/agent.sock", Token: "0123456789abcdef-_"}},
+		&protocol.Request{Op: protocol.OpAttach, PID: 77},
+		&protocol.Request{Op: protocol.OpProcesses},
+		&protocol.Request{Op: protocol.OpContextList},
+		&protocol.Request{Op: protocol.OpExec, Exec: &protocol.ExecRequest{Argv: []string{"a"}, RetainBytes: protocol.MaxRetainBytes}},
+		&protocol.ExitStatus{Code: 1, StdoutDropped: 10, StderrDropped: 20},
+		&protocol.Response{Processes: []protocol.ProcessInfo{{PID: 5, Argv0: "sh", StartedAtMS: 9, TimeoutMS: 100, Running: true, Attached: true}, {PID: 6}}},
+		&protocol.Response{Contexts: []protocol.ContextInfo{{ID: "py", Language: protocol.ContextPython, State: protocol.ContextBusy, CreatedAtMS: 3, Runs: 2}}},
 	}
 	for _, m := range msgs {
 		got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
@@ -384,6 +493,12 @@ func normalize(m message) {
 		if len(v.Entries) == 0 {
 			v.Entries = nil
 		}
+		if len(v.Processes) == 0 {
+			v.Processes = nil
+		}
+		if len(v.Contexts) == 0 {
+			v.Contexts = nil
+		}
 	}
 }
 
@@ -402,6 +517,18 @@ func FuzzDecodeMessages(f *testing.F) {
 		`null`,
 		`{"code":1,"error":"` + strings.Repeat("€", 2000) + `"}`,
 		`{"code":"io","message":"` + strings.Repeat("a€", 1500) + `"}`,
+		`{"version":1,"agent":"dev","pid":1,"token":"0123456789abcdef"}`,
+		`{"op":"channel","channel":{"path":"/run/airlock/agent.sock","token":"0123456789abcdef"}}`,
+		`{"path":"/run/airlock/agent.sock","token":"0123456789abcdef"}`,
+		`{"op":"attach","pid":12}`,
+		`{"op":"processes"}`,
+		`{"op":"context_list"}`,
+		`{"op":"exec","exec":{"argv":["a"],"retain_bytes":4096}}`,
+		`{"code":0,"stdout_dropped":1,"stderr_dropped":2}`,
+		`{"processes":[{"pid":3,"argv0":"sh","started_at_ms":1,"timeout_ms":2,"running":true,"attached":false}]}`,
+		`{"pid":3,"argv0":"` + strings.Repeat("€", 2000) + `","started_at_ms":1}`,
+		`{"contexts":[{"id":"py","language":"python","state":"idle","created_at_ms":1,"runs":2}]}`,
+		`{"id":"py","language":"node","state":"dead","created_at_ms":1,"runs":2}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -2,20 +2,27 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
 
-// Process is a program running in the sandbox, started by Client.Exec.
+// Process is a program running in the sandbox, started by Client.Exec or
+// read again by Client.Attach.
 type Process struct {
-	c    *Client
-	id   uint32
-	pid  int
-	done chan struct{}
+	c        *Client
+	id       uint32
+	pid      int
+	attached bool // by Attach: no stdin
+	done     chan struct{}
 
 	status ExitStatus
 	err    error
 }
+
+// ErrNoStdin is returned for input to an attached process: its stdin was
+// closed when the host that started it went away.
+var ErrNoStdin = errors.New("protocol: an attached process has no stdin")
 
 // Exec starts a program. Its stdout and stderr are written to the given
 // writers as they arrive (nil discards); the writers are called from one
@@ -25,7 +32,13 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("protocol: %w", err)
 	}
-	id, s, err := c.open(Request{Op: OpExec, Exec: &req})
+	return c.startProcess(ctx, Request{Op: OpExec, Exec: &req}, stdout, stderr)
+}
+
+// startProcess sends an exec or attach request, waits for the agent's
+// acknowledgment and starts reading the program's frames.
+func (c *Client) startProcess(ctx context.Context, req Request, stdout, stderr io.Writer) (*Process, error) {
+	id, s, err := c.open(req)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +47,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 		c.forget(id)
 		return nil, err
 	}
-	p := &Process{c: c, id: id, done: make(chan struct{})}
+	p := &Process{c: c, id: id, attached: req.Op == OpAttach, done: make(chan struct{})}
 	switch f.Type {
 	case TResponse:
 		var r Response
@@ -48,7 +61,11 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 		return nil, remoteError(f)
 	default:
 		c.forget(id)
-		return nil, fmt.Errorf("%w: unexpected %s frame starting exec", errViolation, f.Type)
+		return nil, fmt.Errorf("%w: unexpected %s frame starting %s", errViolation, f.Type, req.Op)
+	}
+	if req.Op == OpAttach && p.pid != req.PID {
+		c.forget(id)
+		return nil, fmt.Errorf("%w: attached pid %d, asked for %d", errViolation, p.pid, req.PID)
 	}
 	if stdout == nil {
 		stdout = io.Discard
@@ -81,7 +98,7 @@ func (p *Process) pump(s *stream, stdout, stderr io.Writer) {
 			p.err = remoteError(f)
 			return
 		default:
-			p.err = fmt.Errorf("%w: unexpected %s frame during exec", errViolation, f.Type)
+			p.err = fmt.Errorf("%w: unexpected %s frame from a process", errViolation, f.Type)
 			return
 		}
 	}
@@ -111,6 +128,9 @@ func (p *Process) Wait(ctx context.Context) (ExitStatus, error) {
 // Write sends bytes to the program's stdin (the exec must have asked for
 // stdin). Large writes are split into frames.
 func (p *Process) Write(b []byte) (int, error) {
+	if p.attached {
+		return 0, ErrNoStdin
+	}
 	n := 0
 	for len(b) > 0 {
 		chunk := b
@@ -128,6 +148,9 @@ func (p *Process) Write(b []byte) (int, error) {
 
 // CloseStdin closes the program's stdin.
 func (p *Process) CloseStdin() error {
+	if p.attached {
+		return ErrNoStdin
+	}
 	return p.c.write(Frame{Type: TStdinClose, Stream: p.id})
 }
 
