@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +42,8 @@ const (
 	stderrTailBytes     = 2048            // kept to explain a runner that failed to start
 )
 
-// contextTable holds the contexts of one connection.
+// contextTable holds the agent's contexts. They outlive connections: a
+// cell running when its connection ends finishes, its result discarded.
 type contextTable struct {
 	mu sync.Mutex
 	m  map[string]*codeContext
@@ -53,7 +57,7 @@ func (t *contextTable) get(id string) *codeContext {
 	return t.m[id]
 }
 
-// closeAll kills every runner (the connection is over).
+// closeAll kills every runner (the agent is exiting).
 func (t *contextTable) closeAll() {
 	t.mu.Lock()
 	m := t.m
@@ -66,12 +70,43 @@ func (t *contextTable) closeAll() {
 	}
 }
 
+// list describes the contexts, oldest first.
+func (t *contextTable) list() []protocol.ContextInfo {
+	t.mu.Lock()
+	cs := make([]*codeContext, 0, len(t.m))
+	for _, c := range t.m {
+		cs = append(cs, c)
+	}
+	t.mu.Unlock()
+	infos := make([]protocol.ContextInfo, 0, len(cs))
+	for _, c := range cs {
+		state := protocol.ContextIdle
+		switch {
+		case c.busy.Load() > 0:
+			state = protocol.ContextBusy
+		case c.current() == nil:
+			state = protocol.ContextDead
+		}
+		infos = append(infos, protocol.ContextInfo{
+			ID: c.id, Language: c.language, State: state,
+			CreatedAtMS: c.created.UnixMilli(), Runs: c.runs.Load(),
+		})
+	}
+	slices.SortFunc(infos, func(a, b protocol.ContextInfo) int {
+		return cmp.Or(cmp.Compare(a.CreatedAtMS, b.CreatedAtMS), strings.Compare(a.ID, b.ID))
+	})
+	return infos
+}
+
 // codeContext is one named context; its runner changes on restart.
 type codeContext struct {
 	id       string
 	language string
 	env      []string
 	memLimit int64
+	created  time.Time
+	runs     atomic.Int64 // cells started
+	busy     atomic.Int32 // > 0 while starting, restarting or running a cell
 
 	cells sync.Mutex // one cell (or restart) at a time
 
@@ -94,22 +129,28 @@ func (c *codeContext) forget(r *runner) {
 	c.mu.Unlock()
 }
 
-// runner is one interpreter process.
+// runner is one interpreter process. It outlives connections; its output
+// goes to the stream of the running cell.
 type runner struct {
-	s       *server
 	cmd     *exec.Cmd
 	pid     int
 	ctl     *os.File // its fd 3: cells go here
 	mark    []byte
-	results chan runnerMsg // closed when fd 4 ends or breaks
-	exited  chan struct{}  // closed once the process is reaped
-	pumps   sync.WaitGroup // stdout and stderr readers
-	sink    atomic.Uint32  // the stream of the running cell, 0 for none
+	results chan runnerMsg           // closed when fd 4 ends or breaks
+	exited  chan struct{}            // closed once the process is reaped
+	pumps   sync.WaitGroup           // stdout and stderr readers
+	sink    atomic.Pointer[cellSink] // the running cell's stream, nil for none
 	outMark chan struct{}
 	errMark chan struct{}
 
 	tailMu sync.Mutex
 	tail   []byte // the end of its stderr
+}
+
+// cellSink is where a cell's output goes.
+type cellSink struct {
+	s      *server
+	stream uint32
 }
 
 // runnerMsg is one line a runner writes on fd 4. It comes from a process
@@ -145,11 +186,10 @@ func runnerArgv(language string) []string {
 	return []string{"python3", "-u", "-c", pythonContext}
 }
 
-func (s *server) startRunner(c *codeContext) (*runner, error) {
+func (s *core) startRunner(c *codeContext) (*runner, error) {
 	var mark [12]byte
 	rand.Read(mark[:])
 	r := &runner{
-		s:       s,
 		mark:    []byte("\x1eairlock-cell-end-" + hex.EncodeToString(mark[:]) + "\x1e"),
 		results: make(chan runnerMsg, 1),
 		exited:  make(chan struct{}),
@@ -193,7 +233,7 @@ func (s *server) startRunner(c *codeContext) (*runner, error) {
 	r.cmd = cmd
 	r.pid = cmd.Process.Pid
 	r.ctl = ctlW
-	s.procs.procs[r.pid] = &execHandler{s: s, pid: r.pid}
+	s.procs.procs[r.pid] = &program{pid: r.pid}
 	s.procs.mu.Unlock()
 
 	r.pumps.Add(2)
@@ -341,18 +381,12 @@ func (r *runner) emit(t protocol.Type, b []byte) {
 		}
 		r.tailMu.Unlock()
 	}
-	stream := r.sink.Load()
-	if stream == 0 {
+	sink := r.sink.Load()
+	if sink == nil {
 		return // output between cells has no reader
 	}
-	for len(b) > 0 {
-		n := min(len(b), protocol.MaxPayload)
-		payload := append([]byte(nil), b[:n]...)
-		if r.s.send(protocol.Frame{Type: t, Stream: stream, Payload: payload}) != nil {
-			return
-		}
-		b = b[n:]
-	}
+	// An error means the cell's connection is over: the output is lost.
+	sink.s.sendAll(t, sink.stream, b)
 }
 
 // contextCreate starts a context's first runner.
@@ -368,7 +402,9 @@ func (s *server) contextCreate(stream uint32, req *protocol.ContextRequest) {
 		s.sendError(stream, "too_many", fmt.Errorf("at most %d contexts", protocol.MaxContexts))
 		return
 	}
-	c := &codeContext{id: req.ID, language: req.Language, env: req.Env, memLimit: req.MemoryLimitBytes}
+	c := &codeContext{id: req.ID, language: req.Language, env: req.Env, memLimit: req.MemoryLimitBytes, created: time.Now()}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
 	s.contexts.m[req.ID] = c // reserved while it starts
 	s.contexts.mu.Unlock()
 	c.cells.Lock()
@@ -395,6 +431,8 @@ func (s *server) contextRestart(stream uint32, req *protocol.ContextRequest) {
 		s.sendError(stream, "not_found", fmt.Errorf("no context %s", req.ID))
 		return
 	}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
 	if old := c.current(); old != nil {
 		old.kill()
 	}
@@ -433,7 +471,9 @@ func (s *server) contextClose(stream uint32, req *protocol.ContextRequest) {
 }
 
 // cellHandler receives the host's frames for a running cell: a TSignal
-// interrupts it.
+// interrupts it. When its connection ends, a cell that is running
+// finishes (its result is discarded) and one still waiting for the
+// context is not run.
 type cellHandler struct {
 	c           *codeContext
 	interrupted atomic.Bool
@@ -453,12 +493,7 @@ func (h *cellHandler) frame(f protocol.Frame) {
 	}
 }
 
-func (h *cellHandler) abort() {
-	h.interrupted.Store(true)
-	if r := h.c.current(); r != nil {
-		syscall.Kill(r.pid, syscall.SIGINT)
-	}
-}
+func (h *cellHandler) abort() { h.interrupted.Store(true) }
 
 // contextRun runs one cell and sends its output, then its result.
 func (s *server) contextRun(stream uint32, req *protocol.ContextRequest) {
@@ -481,20 +516,18 @@ func (s *server) contextRun(stream uint32, req *protocol.ContextRequest) {
 		s.sendError(stream, "context_dead", fmt.Errorf("the %s interpreter of context %s has died; restart it", c.language, c.id))
 		return
 	}
+	c.busy.Add(1)
+	c.runs.Add(1)
 	res := s.runCell(r, c, stream, req)
+	c.busy.Add(-1)
 	b, err := protocol.EncodeCellResult(res)
 	if err != nil {
 		s.sendError(stream, "too_large", err)
 		return
 	}
-	for len(b) > 0 {
-		n := min(len(b), protocol.MaxPayload)
-		if s.send(protocol.Frame{Type: protocol.TData, Stream: stream, Payload: b[:n]}) != nil {
-			return
-		}
-		b = b[n:]
+	if s.sendAll(protocol.TData, stream, b) == nil {
+		s.send(protocol.Frame{Type: protocol.TDataEnd, Stream: stream})
 	}
-	s.send(protocol.Frame{Type: protocol.TDataEnd, Stream: stream})
 }
 
 func (s *server) runCell(r *runner, c *codeContext, stream uint32, req *protocol.ContextRequest) *protocol.CellResult {
@@ -504,8 +537,8 @@ func (s *server) runCell(r *runner, c *codeContext, stream uint32, req *protocol
 		default:
 		}
 	}
-	r.sink.Store(stream)
-	defer r.sink.Store(0)
+	r.sink.Store(&cellSink{s: s, stream: stream})
+	defer r.sink.Store(nil)
 	start := time.Now()
 	res := &protocol.CellResult{}
 	msg, _ := json.Marshal(map[string]string{"code": req.Code, "mark": string(r.mark)})
@@ -560,7 +593,7 @@ func (s *server) runCell(r *runner, c *codeContext, stream uint32, req *protocol
 
 // died reports a runner that ended during a cell, and drops it: the
 // context is dead until restarted.
-func (s *server) died(r *runner, c *codeContext, res *protocol.CellResult, start time.Time) *protocol.CellResult {
+func (s *core) died(r *runner, c *codeContext, res *protocol.CellResult, start time.Time) *protocol.CellResult {
 	syscall.Kill(-r.pid, syscall.SIGKILL) // also a runner that broke its protocol
 	select {
 	case <-r.exited:

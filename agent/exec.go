@@ -1,17 +1,18 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -24,28 +25,15 @@ const drainGrace = 500 * time.Millisecond
 // exit statuses to os/exec and shutdown can kill them.
 type processTable struct {
 	mu    sync.Mutex
-	procs map[int]*execHandler
+	procs map[int]*program
 }
 
-func newProcessTable() *processTable { return &processTable{procs: map[int]*execHandler{}} }
-
-func (t *processTable) add(pid int, h *execHandler) {
-	t.mu.Lock()
-	t.procs[pid] = h
-	t.mu.Unlock()
-}
+func newProcessTable() *processTable { return &processTable{procs: map[int]*program{}} }
 
 func (t *processTable) remove(pid int) {
 	t.mu.Lock()
 	delete(t.procs, pid)
 	t.mu.Unlock()
-}
-
-func (t *processTable) has(pid int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.procs[pid]
-	return ok
 }
 
 func (t *processTable) count() int {
@@ -62,12 +50,117 @@ func (t *processTable) killAll() {
 	}
 }
 
-// execHandler is one running program's stream.
-type execHandler struct {
+// program is a process the agent started: an exec, a warm runtime or a
+// context's interpreter (those two only for the process table). An exec's
+// output goes to the stream that reads it now (its sink), if any. A
+// retained exec (RetainBytes > 0) also keeps the start of its output and,
+// once it ends, its exit status, and outlives its connection; see
+// processes.go.
+type program struct {
+	pid    int
+	exited atomic.Bool // reaped: its PID may be someone else's now
+	stdin  *stdinQueue // nil when the exec did not ask for stdin
+
+	mu sync.Mutex
+	// Set when a request takes the program (at its start, or when it
+	// takes a warm runtime).
+	argv0     string
+	started   time.Time
+	timeoutMS int64
+	retain    int64 // bytes kept per stream; 0: not retained
+
+	sink        *procStream      // the stream reading it now; nil for none
+	waiting     bool             // a warm runtime no request has taken yet
+	pending     []protocol.Frame // output while waiting, up to maxPendingOutput
+	pendingSize int
+
+	stdout, stderr               []byte // retained output
+	stdoutDropped, stderrDropped int64  // output beyond retain
+
+	ended    bool
+	status   protocol.ExitStatus
+	reported bool // its TExit was sent on a stream
+}
+
+// signal signals the program's process group, unless it has been reaped.
+func (p *program) signal(sig syscall.Signal) {
+	if !p.exited.Load() {
+		syscall.Kill(-p.pid, sig)
+	}
+}
+
+func (p *program) closeStdin() {
+	if p.stdin != nil {
+		p.stdin.close()
+	}
+}
+
+// take hands the program to the request that started it (or took its warm
+// runtime). Called before any stream reads it.
+func (p *program) take(req *protocol.ExecRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.argv0 = boundedText(req.Argv[0], protocol.MaxPathBytes)
+	p.started = time.Now()
+	p.timeoutMS = req.TimeoutMS
+	p.retain = req.RetainBytes
+}
+
+// output records what the program wrote and sends it to its reader.
+func (p *program) output(t protocol.Type, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting {
+		if p.pendingSize+len(b) <= maxPendingOutput {
+			p.pending = append(p.pending, protocol.Frame{Type: t, Payload: b})
+			p.pendingSize += len(b)
+		}
+		return
+	}
+	p.keep(t, b)
+	if h := p.sink; h != nil {
+		// An error means the connection is over; its end detaches us.
+		h.s.send(protocol.Frame{Type: t, Stream: h.stream, Payload: b})
+	}
+}
+
+// keep retains the start of the output of a retained program. Called
+// with mu held.
+func (p *program) keep(t protocol.Type, b []byte) {
+	if p.retain == 0 {
+		return
+	}
+	buf, dropped := &p.stdout, &p.stdoutDropped
+	if t == protocol.TStderr {
+		buf, dropped = &p.stderr, &p.stderrDropped
+	}
+	n := int(min(int64(len(b)), p.retain-int64(len(*buf))))
+	*buf = append(*buf, b[:n]...)
+	*dropped += int64(len(b) - n)
+}
+
+// attachTo makes h the program's reader, sending it the output of a warm
+// runtime from before the request. Called with mu held.
+func (p *program) attachTo(h *procStream) {
+	if p.waiting {
+		p.waiting = false
+		for _, f := range p.pending {
+			p.keep(f.Type, f.Payload)
+			f.Stream = h.stream
+			h.s.send(f)
+		}
+		p.pending, p.pendingSize = nil, 0
+	}
+	p.sink = h
+}
+
+// procStream is a stream that reads a program: the exec that started it,
+// or an attach.
+type procStream struct {
 	s      *server
 	stream uint32
-	pid    int
-	stdin  *stdinQueue // nil when the exec did not ask for stdin
+	p      *program
+	exec   bool // the exec's own stream: stdin goes through it
 }
 
 // stdinQueue holds the host's stdin bytes for one program. Queueing never
@@ -136,32 +229,49 @@ func (q *stdinQueue) next() ([]byte, bool) {
 	}
 }
 
-func (h *execHandler) frame(f protocol.Frame) {
+func (h *procStream) frame(f protocol.Frame) {
 	switch f.Type {
 	case protocol.TStdin:
-		if h.stdin != nil {
-			h.stdin.push(f.Payload)
+		if h.exec && h.p.stdin != nil {
+			h.p.stdin.push(f.Payload)
 		}
 	case protocol.TStdinClose:
-		h.closeStdin()
+		if h.exec {
+			h.p.closeStdin()
+		}
 	case protocol.TSignal:
 		var m protocol.SignalRequest
 		if protocol.Decode(f.Payload, &m) == nil {
-			syscall.Kill(-h.pid, syscall.Signal(m.Signal))
+			h.p.signal(syscall.Signal(m.Signal))
 		}
 	}
 }
 
-func (h *execHandler) closeStdin() {
-	if h.stdin != nil {
-		h.stdin.close()
+// abort detaches a retained program from a connection that is over (it
+// runs on, its stdin closed), and kills any other: nobody reads it.
+func (h *procStream) abort() {
+	p := h.p
+	p.mu.Lock()
+	if p.sink == h {
+		p.sink = nil
 	}
+	retained := p.retain > 0
+	p.mu.Unlock()
+	if !retained {
+		p.signal(syscall.SIGKILL)
+	}
+	p.closeStdin()
 }
 
-func (h *execHandler) abort() { syscall.Kill(-h.pid, syscall.SIGKILL) }
+// takenOver ends the stream of a program another stream has attached.
+func (h *procStream) takenOver() {
+	h.s.clearHandler(h.stream, h)
+	h.p.closeStdin() // only the exec's own stream could write it
+	h.s.sendError(h.stream, "attached_elsewhere", errors.New("attached elsewhere"))
+}
 
 // exec starts a program and streams its output until it ends.
-func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequest) {
+func (s *server) exec(stream uint32, req *protocol.ExecRequest) {
 	if w := s.takeWarm(req); w != nil && s.execWarm(stream, req, w) {
 		return
 	}
@@ -190,7 +300,7 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		return
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	h := &execHandler{s: s, stream: stream}
+	p := &program{}
 	var stdinW *os.File
 	if req.Stdin {
 		var stdinR *os.File
@@ -205,7 +315,7 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		}
 		cmd.Stdin = stdinR
 		defer stdinR.Close()
-		h.stdin = newStdinQueue()
+		p.stdin = newStdinQueue()
 	}
 	s.procs.mu.Lock() // hold the reaper off until the PID is tracked
 	err = cmd.Start()
@@ -221,39 +331,45 @@ func (s *server) exec(ctx context.Context, stream uint32, req *protocol.ExecRequ
 		s.startFailed(stream, err)
 		return
 	}
-	h.pid = cmd.Process.Pid
-	s.procs.procs[h.pid] = h
+	p.pid = cmd.Process.Pid
+	s.procs.procs[p.pid] = p
 	s.procs.mu.Unlock()
+	p.take(req)
+	h := &procStream{s: s, stream: stream, p: p, exec: true}
+	p.sink = h // nothing reads p yet
+	if p.retain > 0 {
+		s.retained.add(p)
+	}
 	s.setHandler(stream, h)
-	s.respond(stream, protocol.Response{PID: h.pid})
+	s.respond(stream, protocol.Response{PID: p.pid})
 
 	if stdinW != nil {
 		go func() {
 			defer stdinW.Close()
 			for {
-				b, ok := h.stdin.next()
+				b, ok := p.stdin.next()
 				if !ok {
 					return
 				}
 				if _, err := stdinW.Write(b); err != nil {
-					h.stdin.drop() // the program stopped reading
+					p.stdin.drop() // the program stopped reading
 					return
 				}
 			}
 		}()
 	}
 
-	out := &outputTarget{s: s, stream: stream}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go s.pipeOut(&wg, out, protocol.TStdout, outR)
-	go s.pipeOut(&wg, out, protocol.TStderr, errR)
-	go s.supervise(stream, h, cmd, &wg, outR, errR, req.TimeoutMS)
+	go pipeOut(&wg, p, protocol.TStdout, outR)
+	go pipeOut(&wg, p, protocol.TStderr, errR)
+	go s.supervise(p, cmd, &wg, outR, errR, req.TimeoutMS)
 }
 
 // supervise waits for a started program, enforces its timeout, drains its
-// output and reports its exit status on the stream.
-func (s *server) supervise(stream uint32, h *execHandler, cmd *exec.Cmd, wg *sync.WaitGroup, outR, errR *os.File, timeoutMS int64) {
+// output and reports its exit status to its reader. It outlives the
+// connection that started the program.
+func (c *core) supervise(p *program, cmd *exec.Cmd, wg *sync.WaitGroup, outR, errR *os.File, timeoutMS int64) {
 	var timedOut atomic.Bool // set on the timer's goroutine
 	var timer *time.Timer
 	// A timeout too long for a Duration (centuries) is no timeout; it
@@ -261,16 +377,17 @@ func (s *server) supervise(stream uint32, h *execHandler, cmd *exec.Cmd, wg *syn
 	if timeoutMS > 0 && timeoutMS <= math.MaxInt64/int64(time.Millisecond) {
 		timer = time.AfterFunc(time.Duration(timeoutMS)*time.Millisecond, func() {
 			timedOut.Store(true)
-			syscall.Kill(-h.pid, syscall.SIGKILL)
+			p.signal(syscall.SIGKILL)
 		})
 	}
 	werr := cmd.Wait()
+	p.exited.Store(true)
 	if timer != nil {
 		timer.Stop()
 	}
 	// The program is done: end what it left in its group, then give
 	// its pipes a moment to drain before closing them.
-	syscall.Kill(-h.pid, syscall.SIGKILL)
+	syscall.Kill(-p.pid, syscall.SIGKILL)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -280,15 +397,41 @@ func (s *server) supervise(stream uint32, h *execHandler, cmd *exec.Cmd, wg *syn
 		errR.Close()
 		<-done
 	}
-	if h.stdin != nil {
+	if p.stdin != nil {
 		// Nobody is left to read what is still queued.
-		h.stdin.drop()
+		p.stdin.drop()
 	}
-	s.procs.remove(h.pid)
-	s.setHandler(stream, nil)
+	c.procs.remove(p.pid)
 	st := exitStatus(cmd.ProcessState, werr)
 	st.TimedOut = timedOut.Load()
-	s.send(protocol.Frame{Type: protocol.TExit, Stream: stream, Payload: protocol.Encode(st)})
+	c.finish(p, st)
+}
+
+// finish records a program's exit and sends it to its reader. A retained
+// program whose exit no stream received stays listed until one does.
+func (c *core) finish(p *program, st protocol.ExitStatus) {
+	p.mu.Lock()
+	if p.retain > 0 {
+		st.StdoutDropped, st.StderrDropped = p.stdoutDropped, p.stderrDropped
+	}
+	p.ended, p.status = true, st
+	if h := p.sink; h != nil {
+		p.sink = nil
+		h.s.clearHandler(h.stream, h)
+		if h.s.send(protocol.Frame{Type: protocol.TExit, Stream: h.stream, Payload: protocol.Encode(st)}) == nil {
+			p.reported = true
+		}
+	}
+	retained, reported := p.retain > 0, p.reported
+	p.mu.Unlock()
+	if !retained {
+		return
+	}
+	if reported {
+		c.retained.remove(p)
+	} else {
+		c.retained.ended(p)
+	}
 }
 
 // startFailed reports a program that could not start as an exit status
@@ -320,8 +463,9 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// pipeOut streams one output pipe as frames until EOF.
-func (s *server) pipeOut(wg *sync.WaitGroup, out *outputTarget, t protocol.Type, r io.ReadCloser) {
+// pipeOut reads one output pipe of a program until EOF. It goes on when
+// nobody reads the program: a retained one keeps running.
+func pipeOut(wg *sync.WaitGroup, p *program, t protocol.Type, r io.ReadCloser) {
 	defer wg.Done()
 	defer r.Close()
 	buf := make([]byte, 64<<10)
@@ -330,9 +474,7 @@ func (s *server) pipeOut(wg *sync.WaitGroup, out *outputTarget, t protocol.Type,
 		if n > 0 {
 			payload := make([]byte, n)
 			copy(payload, buf[:n])
-			if out.send(t, payload) != nil {
-				return
-			}
+			p.output(t, payload)
 		}
 		if err != nil {
 			return
@@ -341,43 +483,18 @@ func (s *server) pipeOut(wg *sync.WaitGroup, out *outputTarget, t protocol.Type,
 }
 
 // maxPendingOutput bounds what a warm runtime may print before a request
-// is attached to it; the rest is dropped.
+// takes it; the rest is dropped.
 const maxPendingOutput = 64 << 10
 
-// outputTarget is where a program's output frames go: a fixed stream, or,
-// for a warm runtime started before any request, a stream attached later.
-// Output before that is kept (up to maxPendingOutput) and sent on attach.
-type outputTarget struct {
-	s       *server
-	mu      sync.Mutex
-	stream  uint32 // 0 until attached
-	pending []protocol.Frame
-	size    int
-}
-
-func (o *outputTarget) send(t protocol.Type, payload []byte) error {
-	o.mu.Lock()
-	if o.stream == 0 {
-		if o.size+len(payload) <= maxPendingOutput {
-			o.pending = append(o.pending, protocol.Frame{Type: t, Payload: payload})
-			o.size += len(payload)
-		}
-		o.mu.Unlock()
-		return nil
+// boundedText returns s as valid UTF-8 of at most n bytes, cut at a rune
+// boundary.
+func boundedText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
 	}
-	stream := o.stream
-	o.mu.Unlock()
-	return o.s.send(protocol.Frame{Type: t, Stream: stream, Payload: payload})
-}
-
-// attach sends what is pending on stream and everything after it too.
-func (o *outputTarget) attach(stream uint32) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, f := range o.pending {
-		f.Stream = stream
-		o.s.send(f)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	o.pending, o.size = nil, 0
-	o.stream = stream
+	return s[:n]
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -120,16 +121,22 @@ type harness struct {
 // baseEnv is every program's environment in these tests.
 var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
 
-// start runs an agent on a fresh temporary workspace and connects to it.
-// Everything is closed, and Serve's return awaited, at cleanup.
+// start runs an agent (Serve) on a fresh temporary workspace and connects
+// to it. Everything is closed, and Serve's return awaited, at cleanup.
 func start(t *testing.T) *harness {
+	t.Helper()
+	return startWith(t, agent.Serve)
+}
+
+// startWith is start with the given entry point.
+func startWith(t *testing.T, run func(context.Context, io.ReadWriter, agent.Config) error) *harness {
 	t.Helper()
 	h := &harness{t: t, ws: t.TempDir(), served: make(chan error, 1)}
 	h.host, h.agent = net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() {
-		h.served <- agent.Serve(ctx, h.agent, agent.Config{Workspace: h.ws, Env: baseEnv, Build: "test"})
+		h.served <- run(ctx, h.agent, agent.Config{Workspace: h.ws, Env: baseEnv, Build: "test"})
 	}()
 	h.c = protocol.NewClient(h.host)
 	t.Cleanup(func() {
@@ -146,7 +153,7 @@ func start(t *testing.T) *harness {
 	if err != nil {
 		t.Fatalf("no hello: %v", err)
 	}
-	if hello.Version != protocol.Version || hello.Agent != "test" || hello.PID != os.Getpid() {
+	if hello.Version != protocol.Version || hello.Agent != "test" || hello.PID != os.Getpid() || hello.Token != "" {
 		t.Fatalf("hello %+v", hello)
 	}
 	return h

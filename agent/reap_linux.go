@@ -12,7 +12,7 @@ import (
 // that daemonised are re-parented to it and would otherwise stay zombies,
 // counting against the sandbox's process limit. Children that os/exec is
 // waiting for are left alone, so their exit statuses are not stolen.
-func (s *server) startReaper() {
+func (s *core) startReaper() {
 	if os.Getpid() != 1 {
 		return
 	}
@@ -25,7 +25,7 @@ func (s *server) startReaper() {
 	}()
 }
 
-func (s *server) reapOrphans() {
+func (s *core) reapOrphans() {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return

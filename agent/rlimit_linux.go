@@ -68,7 +68,7 @@ func RunHelperIfAsked() {
 // command returns the command that runs argv, under an address-space
 // limit when memLimit > 0. Like exec.Command, it looks argv[0] up in the
 // agent's PATH; a failed lookup is in cmd.Err and fails cmd.Start.
-func (s *server) command(argv []string, memLimit int64) *exec.Cmd {
+func (s *core) command(argv []string, memLimit int64) *exec.Cmd {
 	if memLimit <= 0 {
 		return exec.Command(argv[0], argv[1:]...)
 	}

@@ -36,55 +36,97 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// server is one connection's state.
+// core is the agent's lasting state: what outlives a host connection.
+type core struct {
+	cfg      Config
+	start    time.Time
+	procs    *processTable  // every process the agent started and has not reaped
+	retained *retainedTable // execs with RetainBytes; see processes.go
+	contexts *contextTable  // code contexts; see context.go
+
+	warmMu sync.Mutex
+	warm   map[string]*warmRuntime // prepared runtimes by name
+
+	chMu    sync.Mutex
+	channel *protocol.ChannelRequest // where to dial; nil until the host sets it
+
+	quit     chan struct{} // closed by a shutdown request
+	quitOnce sync.Once
+}
+
+// server is one host connection. Its streams end with it; what it started
+// may outlive it (see abort in exec.go and context.go).
 type server struct {
-	cfg     Config
-	conn    io.ReadWriter
-	start   time.Time
-	wmu     sync.Mutex
+	*core
+	conn io.ReadWriter
+
+	wmu sync.Mutex // serialises frame writes
+
 	mu      sync.Mutex
 	streams map[uint32]streamHandler
-	procs   *processTable
-	warm    map[string]*warmRuntime // prepared runtimes by name, guarded by mu
-	quit    chan struct{}
 
-	contexts *contextTable // code contexts; see context.go
+	done       chan struct{} // closed once the connection is over
+	broken     chan struct{} // closed at the first write error
+	brokenOnce sync.Once
+	werr       error // the write error, set before broken is closed
 }
 
 // streamHandler receives the host's frames after a stream's request.
 type streamHandler interface {
 	frame(f protocol.Frame)
+	// abort ends the stream when its connection is over; it runs after
+	// the connection's dispatch loop has stopped.
 	abort()
 }
 
-// ErrShutdown is returned by Serve after the host asked the agent to exit.
+// ErrShutdown is returned by Run and Serve after the host asked the agent
+// to exit.
 var ErrShutdown = errors.New("agent: shutdown requested")
 
-// Serve speaks the protocol over conn until it ends, the host asks for a
-// shutdown, or ctx is done.
-func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	s := &server{
-		cfg:     cfg,
-		conn:    conn,
-		start:   time.Now(),
-		streams: map[uint32]streamHandler{},
-		warm:    map[string]*warmRuntime{},
-		procs:   newProcessTable(),
-		quit:    make(chan struct{}),
+// errConnDone is returned for a frame sent on a connection that is over.
+var errConnDone = errors.New("agent: connection is over")
 
+// Serve is Run: it speaks the protocol over conn and, if the host set a
+// channel, over the channel after conn ends. Without a channel it returns
+// when conn ends (nil at EOF), having ended every program.
+func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
+	return Run(ctx, conn, cfg)
+}
+
+func newCore(cfg Config) *core {
+	return &core{
+		cfg:      cfg,
+		start:    time.Now(),
+		procs:    newProcessTable(),
+		retained: newRetainedTable(),
 		contexts: newContextTable(),
+		warm:     map[string]*warmRuntime{},
+		quit:     make(chan struct{}),
 	}
-	defer s.procs.killAll()
-	defer s.abortStreams() // e.g. remove the temporary file of an unfinished put
-	defer s.contexts.closeAll()
-	s.startReaper()
+}
+
+// end kills everything the agent started: it is exiting.
+func (c *core) end() {
+	c.contexts.closeAll()
+	c.procs.killAll()
+}
+
+// serve speaks the protocol over one connection until it ends, the host
+// asks for a shutdown or ctx is done. token goes in the Hello. heard says
+// whether the host sent anything at all.
+func (c *core) serve(ctx context.Context, conn io.ReadWriter, token string) (heard bool, err error) {
+	s := &server{
+		core:    c,
+		conn:    conn,
+		streams: map[uint32]streamHandler{},
+		done:    make(chan struct{}),
+		broken:  make(chan struct{}),
+	}
+	defer s.end()
 	if err := s.send(protocol.Frame{Type: protocol.THello, Payload: protocol.Encode(protocol.Hello{
-		Version: protocol.Version, Agent: cfg.Build, PID: os.Getpid(),
+		Version: protocol.Version, Agent: c.cfg.Build, PID: os.Getpid(), Token: token,
 	})}); err != nil {
-		return err
+		return false, err
 	}
 	frames := make(chan protocol.Frame)
 	errc := make(chan error, 1)
@@ -97,7 +139,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
 			}
 			select {
 			case frames <- f:
-			case <-s.quit:
+			case <-s.done:
 				return
 			}
 		}
@@ -105,32 +147,73 @@ func Serve(ctx context.Context, conn io.ReadWriter, cfg Config) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.quit:
-			return ErrShutdown
+			return heard, ctx.Err()
+		case <-c.quit:
+			return heard, ErrShutdown
+		case <-s.broken:
+			return heard, s.werr
 		case err := <-errc:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+			return heard, err
 		case f := <-frames:
-			s.dispatch(ctx, f)
+			heard = true
+			s.dispatch(f)
 		}
 	}
 }
 
+// end marks the connection over and aborts its streams. A connection the
+// agent can close is closed, so a reader or writer blocked on it returns.
+func (s *server) end() {
+	close(s.done)
+	s.abortStreams() // e.g. remove the temporary file of an unfinished put
+	if cl, ok := s.conn.(io.Closer); ok {
+		cl.Close()
+	}
+}
+
+func (s *server) isDone() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *server) send(f protocol.Frame) error {
+	if s.isDone() {
+		return errConnDone
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return protocol.WriteFrame(s.conn, f)
+	err := protocol.WriteFrame(s.conn, f)
+	if err != nil && !errors.Is(err, protocol.ErrFrameTooLarge) {
+		s.brokenOnce.Do(func() {
+			s.werr = fmt.Errorf("agent: write: %w", err)
+			close(s.broken)
+		})
+	}
+	return err
+}
+
+// sendAll sends b as frames of type t, split at MaxPayload.
+func (s *server) sendAll(t protocol.Type, stream uint32, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), protocol.MaxPayload)
+		if err := s.send(protocol.Frame{Type: t, Stream: stream, Payload: b[:n]}); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 func (s *server) sendError(stream uint32, code string, err error) {
 	s.send(protocol.Frame{Type: protocol.TError, Stream: stream, Payload: protocol.Encode(protocol.ErrorMessage{Code: code, Message: err.Error()})})
 }
 
-func (s *server) respond(stream uint32, r protocol.Response) {
-	s.send(protocol.Frame{Type: protocol.TResponse, Stream: stream, Payload: protocol.Encode(r)})
+func (s *server) respond(stream uint32, r protocol.Response) error {
+	return s.send(protocol.Frame{Type: protocol.TResponse, Stream: stream, Payload: protocol.Encode(r)})
 }
 
 func (s *server) setHandler(id uint32, h streamHandler) {
@@ -143,8 +226,17 @@ func (s *server) setHandler(id uint32, h streamHandler) {
 	}
 }
 
-// abortStreams ends every open stream. Serve calls it once its dispatch
-// loop is over, so no handler is running.
+// clearHandler removes h from its stream, if it is still there.
+func (s *server) clearHandler(id uint32, h streamHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[id] == h {
+		delete(s.streams, id)
+	}
+}
+
+// abortStreams ends every open stream. It runs once the dispatch loop is
+// over, so no handler is running.
 func (s *server) abortStreams() {
 	s.mu.Lock()
 	streams := s.streams
@@ -161,7 +253,7 @@ func (s *server) handler(id uint32) streamHandler {
 	return s.streams[id]
 }
 
-func (s *server) dispatch(ctx context.Context, f protocol.Frame) {
+func (s *server) dispatch(f protocol.Frame) {
 	if f.Type != protocol.TRequest {
 		if h := s.handler(f.Stream); h != nil {
 			h.frame(f)
@@ -180,7 +272,7 @@ func (s *server) dispatch(ctx context.Context, f protocol.Frame) {
 			Processes: s.procs.count(),
 		}})
 	case protocol.OpExec:
-		s.exec(ctx, f.Stream, req.Exec)
+		s.exec(f.Stream, req.Exec)
 	case protocol.OpPut:
 		s.put(f.Stream, req.Path, req.Mode)
 	case protocol.OpGet:
@@ -201,9 +293,17 @@ func (s *server) dispatch(ctx context.Context, f protocol.Frame) {
 		go s.contextRestart(f.Stream, req.Context)
 	case protocol.OpContextClose:
 		go s.contextClose(f.Stream, req.Context)
+	case protocol.OpContextList:
+		s.respond(f.Stream, protocol.Response{Contexts: s.contexts.list()})
+	case protocol.OpChannel:
+		s.setChannel(f.Stream, req.Channel)
+	case protocol.OpProcesses:
+		go func() { s.respond(f.Stream, protocol.Response{Processes: s.retained.list()}) }()
+	case protocol.OpAttach:
+		s.attach(f.Stream, req.PID)
 	case protocol.OpShutdown:
 		s.procs.killAll()
 		s.respond(f.Stream, protocol.Response{})
-		close(s.quit)
+		s.quitOnce.Do(func() { close(s.quit) })
 	}
 }

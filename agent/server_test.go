@@ -128,6 +128,10 @@ func TestBadRequests(t *testing.T) {
 		`{"op":"put","path":"/etc/x"}`,
 		`{"op":"health","extra":1}`,
 		`{"op":"health"}]`,
+		`{"op":"channel","channel":{"path":"/` + strings.Repeat("x", 200) + `","token":"0123456789abcdef"}}`,
+		`{"op":"channel","channel":{"path":"/run/a.sock","token":"short"}}`,
+		`{"op":"attach","pid":999999999}`,
+		`{"op":"attach","pid":0}`,
 	}
 	for i, payload := range bad {
 		id := uint32(2*i + 1)

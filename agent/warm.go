@@ -31,7 +31,7 @@ type warmRuntime struct {
 	env     []string
 	cmd     *exec.Cmd
 	ctl     *os.File
-	out     *outputTarget
+	p       *program
 	wg      *sync.WaitGroup
 	outR    *os.File
 	errR    *os.File
@@ -43,9 +43,9 @@ var interpreters = map[string][]string{
 }
 
 func (s *server) prepare(stream uint32, req *protocol.PrepareRequest) {
-	s.mu.Lock()
+	s.warmMu.Lock()
 	_, exists := s.warm[req.Runtime]
-	s.mu.Unlock()
+	s.warmMu.Unlock()
 	if exists {
 		s.sendError(stream, "exists", fmt.Errorf("a warm %s runtime is already prepared", req.Runtime))
 		return
@@ -55,20 +55,20 @@ func (s *server) prepare(stream uint32, req *protocol.PrepareRequest) {
 		s.sendError(stream, "invalid", err)
 		return
 	}
-	s.mu.Lock()
+	s.warmMu.Lock()
 	if _, dup := s.warm[req.Runtime]; dup { // a concurrent prepare won
-		s.mu.Unlock()
+		s.warmMu.Unlock()
 		w.kill()
 		s.procs.remove(w.cmd.Process.Pid)
 		s.sendError(stream, "exists", fmt.Errorf("a warm %s runtime is already prepared", req.Runtime))
 		return
 	}
 	s.warm[req.Runtime] = w
-	s.mu.Unlock()
+	s.warmMu.Unlock()
 	s.respond(stream, protocol.Response{PID: w.cmd.Process.Pid})
 }
 
-func (s *server) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
+func (s *core) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
 	var argv []string
 	switch req.Runtime {
 	case protocol.RuntimePython:
@@ -111,14 +111,14 @@ func (s *server) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
 		errR.Close()
 		return nil, err
 	}
-	w := &warmRuntime{runtime: req.Runtime, env: req.Env, cmd: cmd, ctl: ctl, outR: outR, errR: errR, wg: &sync.WaitGroup{}}
-	w.out = &outputTarget{s: s}
+	p := &program{pid: cmd.Process.Pid, waiting: true}
+	w := &warmRuntime{runtime: req.Runtime, env: req.Env, cmd: cmd, ctl: ctl, p: p, outR: outR, errR: errR, wg: &sync.WaitGroup{}}
 	// Tracked from now on, so shutdown kills it and the reaper leaves it.
-	s.procs.procs[cmd.Process.Pid] = &execHandler{s: s, pid: cmd.Process.Pid}
+	s.procs.procs[p.pid] = p
 	s.procs.mu.Unlock()
 	w.wg.Add(2)
-	go s.pipeOut(w.wg, w.out, protocol.TStdout, outR)
-	go s.pipeOut(w.wg, w.out, protocol.TStderr, errR)
+	go pipeOut(w.wg, p, protocol.TStdout, outR)
+	go pipeOut(w.wg, p, protocol.TStderr, errR)
 
 	ready := make(chan error, 1)
 	go func() {
@@ -145,6 +145,7 @@ func (s *server) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
 func (w *warmRuntime) kill() {
 	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 	w.cmd.Wait()
+	w.p.exited.Store(true)
 	w.ctl.Close()
 	w.wg.Wait()
 }
@@ -155,8 +156,8 @@ func (s *server) takeWarm(req *protocol.ExecRequest) *warmRuntime {
 	if !req.Warm || req.Stdin || len(req.Argv) != 2 || !filepath.IsAbs(req.Argv[1]) {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.warmMu.Lock()
+	defer s.warmMu.Unlock()
 	for rt, w := range s.warm {
 		if slices.Contains(interpreters[rt], req.Argv[0]) && slices.Equal(w.env, req.Env) {
 			delete(s.warm, rt)
@@ -177,19 +178,24 @@ func (s *server) execWarm(stream uint32, req *protocol.ExecRequest, w *warmRunti
 		}
 	}
 	msg, _ := json.Marshal(map[string]string{"path": req.Argv[1], "cwd": cwd})
-	pid := w.cmd.Process.Pid
-	h := &execHandler{s: s, stream: stream, pid: pid}
-	s.procs.add(pid, h)
+	p := w.p
+	h := &procStream{s: s, stream: stream, p: p, exec: true}
 	s.setHandler(stream, h)
 	if _, err := w.ctl.Write(append(msg, '\n')); err != nil {
 		s.setHandler(stream, nil)
 		w.kill()
-		s.procs.remove(pid)
+		s.procs.remove(p.pid)
 		return false
 	}
 	w.ctl.Close()
-	s.respond(stream, protocol.Response{PID: pid})
-	w.out.attach(stream)
-	go s.supervise(stream, h, w.cmd, w.wg, w.outR, w.errR, req.TimeoutMS)
+	p.take(req)
+	if req.RetainBytes > 0 {
+		s.retained.add(p)
+	}
+	s.respond(stream, protocol.Response{PID: p.pid})
+	p.mu.Lock()
+	p.attachTo(h)
+	p.mu.Unlock()
+	go s.supervise(p, w.cmd, w.wg, w.outR, w.errR, req.TimeoutMS)
 	return true
 }
