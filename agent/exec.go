@@ -100,7 +100,7 @@ func (p *program) closeStdin() {
 func (p *program) take(req *protocol.ExecRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.argv0 = boundedText(req.Argv[0], protocol.MaxPathBytes)
+	p.argv0 = boundedText(req.Argv[0], protocol.MaxNameBytes)
 	p.started = time.Now()
 	p.timeoutMS = req.TimeoutMS
 	p.retain = req.RetainBytes

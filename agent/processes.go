@@ -76,15 +76,20 @@ func (t *retainedTable) dropEnded(p *program) {
 	}
 }
 
-// list describes the programs, oldest first, at most MaxProcessList.
-func (t *retainedTable) list() []protocol.ProcessInfo {
+// listBudget is how many bytes of encoded entries a processes response
+// may hold: it must fit in one frame.
+const listBudget = protocol.MaxPayload - 1024
+
+// list describes the programs, oldest first: at most MaxProcessList, and
+// no more than fit in one frame. more says whether the list was cut.
+func (t *retainedTable) list() (infos []protocol.ProcessInfo, more bool) {
 	t.mu.Lock()
 	progs := make([]*program, 0, len(t.m))
 	for _, p := range t.m {
 		progs = append(progs, p)
 	}
 	t.mu.Unlock()
-	infos := make([]protocol.ProcessInfo, 0, len(progs))
+	infos = make([]protocol.ProcessInfo, 0, len(progs))
 	for _, p := range progs {
 		p.mu.Lock()
 		if !p.reported {
@@ -103,9 +108,16 @@ func (t *retainedTable) list() []protocol.ProcessInfo {
 		return cmp.Or(cmp.Compare(a.StartedAtMS, b.StartedAtMS), cmp.Compare(a.PID, b.PID))
 	})
 	if len(infos) > protocol.MaxProcessList {
-		infos = infos[:protocol.MaxProcessList]
+		infos, more = infos[:protocol.MaxProcessList], true
 	}
-	return infos
+	size := 0
+	for i := range infos {
+		size += len(protocol.Encode(infos[i])) + 1
+		if size > listBudget {
+			return infos[:i], true
+		}
+	}
+	return infos, more
 }
 
 // attach starts reading a retained program on stream: its retained output

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,8 @@ func TestRetainedTableBounds(t *testing.T) {
 	// A reported program is left out of the list, then forgotten.
 	last := tab.get(100 + n - 1)
 	last.reported = true
-	infos := tab.list()
-	if len(infos) != protocol.MaxRetained || infos[0].PID != 1 || infos[len(infos)-1].PID != 110 {
+	infos, more := tab.list()
+	if more || len(infos) != protocol.MaxRetained || infos[0].PID != 1 || infos[len(infos)-1].PID != 110 {
 		t.Fatalf("list of %d: first %+v last %+v", len(infos), infos[0], infos[len(infos)-1])
 	}
 	for i := 1; i < len(infos); i++ {
@@ -61,12 +62,27 @@ func TestRetainedTableBounds(t *testing.T) {
 		t.Fatal("ended revived a removed program")
 	}
 
-	// The list is capped.
+	// The list is capped, in entries and in its encoded size.
 	big := newRetainedTable()
 	for i := range protocol.MaxProcessList + 10 {
 		big.add(&program{pid: i + 1, started: now, retain: 1})
 	}
-	if got := len(big.list()); got != protocol.MaxProcessList {
-		t.Fatalf("list of %d entries", got)
+	if got, more := big.list(); len(got) != protocol.MaxProcessList || !more {
+		t.Fatalf("list of %d entries, more %v", len(got), more)
+	}
+	wide := newRetainedTable()
+	for i := range protocol.MaxProcessList {
+		p := &program{pid: i + 1, started: now}
+		p.take(&protocol.ExecRequest{Argv: []string{strings.Repeat("\x01", 1000)}, RetainBytes: 1})
+		wide.add(p)
+	}
+	got, more := wide.list()
+	b := protocol.Encode(protocol.Response{Processes: got, More: more})
+	if !more || len(got) == 0 || len(b) > protocol.MaxPayload {
+		t.Fatalf("list of %d wide entries, more %v, %d bytes encoded", len(got), more, len(b))
+	}
+	var r protocol.Response
+	if err := protocol.Decode(b, &r); err != nil || len(r.Processes[0].Argv0) != protocol.MaxNameBytes {
+		t.Fatalf("the host refuses the list: %v", err)
 	}
 }

@@ -298,7 +298,10 @@ func (s *server) dispatch(f protocol.Frame) {
 	case protocol.OpChannel:
 		s.setChannel(f.Stream, req.Channel)
 	case protocol.OpProcesses:
-		go func() { s.respond(f.Stream, protocol.Response{Processes: s.retained.list()}) }()
+		go func() {
+			ps, more := s.retained.list()
+			s.respond(f.Stream, protocol.Response{Processes: ps, More: more})
+		}()
 	case protocol.OpAttach:
 		s.attach(f.Stream, req.PID)
 	case protocol.OpShutdown:

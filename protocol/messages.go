@@ -196,7 +196,7 @@ type Response struct {
 	PID     int        `json:"pid,omitempty"`
 	Health  *Health    `json:"health,omitempty"`
 	Entries []FileInfo `json:"entries,omitempty"`
-	More    bool       `json:"more,omitempty"` // the list was cut at MaxListEntries
+	More    bool       `json:"more,omitempty"` // the list was cut (entries at MaxListEntries; processes)
 	Info    *FileInfo  `json:"info,omitempty"`
 	Written int64      `json:"written,omitempty"`
 

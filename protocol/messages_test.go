@@ -297,7 +297,7 @@ func TestDecodeCutsLongText(t *testing.T) {
 	if err := protocol.Decode(protocol.Encode(protocol.ProcessInfo{PID: 1, Argv0: strings.Repeat("€", 5000)}), &p); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Argv0) > protocol.MaxPathBytes || !utf8.ValidString(p.Argv0) {
+	if len(p.Argv0) > protocol.MaxNameBytes || !utf8.ValidString(p.Argv0) {
 		t.Errorf("argv0 kept %d bytes, valid UTF-8 %v", len(p.Argv0), utf8.ValidString(p.Argv0))
 	}
 }

@@ -27,7 +27,7 @@ const (
 // ProcessInfo describes one retained program.
 type ProcessInfo struct {
 	PID         int    `json:"pid"`
-	Argv0       string `json:"argv0"`         // at most MaxPathBytes
+	Argv0       string `json:"argv0"`         // at most MaxNameBytes
 	StartedAtMS int64  `json:"started_at_ms"` // unix milliseconds
 	TimeoutMS   int64  `json:"timeout_ms"`    // as asked in its exec; 0 for none
 	Running     bool   `json:"running"`       // false: ended, exit not yet delivered
@@ -43,7 +43,7 @@ func (p *ProcessInfo) Validate() error {
 	if p.StartedAtMS < 0 || p.TimeoutMS < 0 {
 		return fmt.Errorf("negative value")
 	}
-	p.Argv0 = cut(p.Argv0, MaxPathBytes)
+	p.Argv0 = cut(p.Argv0, MaxNameBytes)
 	return nil
 }
 
@@ -67,8 +67,9 @@ func validateProcesses(ps []ProcessInfo) error {
 	return nil
 }
 
-// Processes lists the agent's retained programs: running, or ended with
-// their exit not yet delivered.
+// Processes lists the agent's retained programs, oldest first: running,
+// or ended with their exit not yet delivered. (The agent cuts the list at
+// MaxProcessList entries or one frame, and sets Response.More then.)
 func (c *Client) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	r, err := c.roundTrip(ctx, Request{Op: OpProcesses})
 	if err != nil {
