@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/airlockhq/airlock/protocol"
@@ -53,6 +54,10 @@ type Capabilities struct {
 	NetworkModes      []string
 	RequiresRoot      bool
 	SeparateKernel    bool // the sandbox does not share the host kernel's syscall surface
+	// Reattach: sandboxes outlive the server process, and a new server
+	// finds them by ID and talks to their agents again (the backend
+	// implements Reattacher, its sandboxes Detacher).
+	Reattach bool
 }
 
 // Backend creates sandboxes: gvisor (a separate kernel in user space)
@@ -92,6 +97,36 @@ type Sandbox interface {
 	// Destroy kills everything in the sandbox and removes every host
 	// resource it held. It is safe to call more than once.
 	Destroy(ctx context.Context) error
+}
+
+// Reattacher is implemented by backends whose Capabilities report
+// Reattach. The sandboxes of such a backend do not depend on the server
+// process: their agents keep running when it dies and wait for a host to
+// connect again.
+type Reattacher interface {
+	// Reattach finds the running sandbox id that this backend started
+	// (in this or an earlier server process) and connects to its agent
+	// again. An error means the sandbox is gone or does not answer; the
+	// caller then ends it (Reconcile removes what is left).
+	Reattach(ctx context.Context, id string) (Sandbox, error)
+}
+
+// Detacher is implemented by sandboxes that can outlive the server.
+type Detacher interface {
+	// Detach closes the host's connection to the agent and forgets the
+	// sandbox without ending it, so that a later server start can
+	// Reattach it. Programs that asked to be retained keep running.
+	Detach() error
+}
+
+// ErrCannotDetach is returned by a Detach of a sandbox whose backend
+// cannot leave it running without the server.
+var ErrCannotDetach = errors.New("the sandbox cannot outlive the server")
+
+// Labeled is implemented by sandboxes that can report the labels they
+// were created with (kept on the host, so a reattached sandbox has them).
+type Labeled interface {
+	Labels() map[string]string
 }
 
 // Stats is a sandbox's resource use, measured on the host.

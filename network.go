@@ -302,6 +302,15 @@ type Egress interface {
 	HasBrokerScope(name string) bool
 }
 
+// NetworkReattacher is implemented by egress services that can take back,
+// after a restart of the server, a network an earlier process made and
+// left to a sandbox that lives on (a session's).
+type NetworkReattacher interface {
+	// ReattachNetwork finds the network named name (see
+	// NetworkAttachment's Name) and serves it again under req.
+	ReattachNetwork(ctx context.Context, name string, req NetworkRequest) (NetworkAttachment, error)
+}
+
 // NetworkRequest says whose network to make and under what policy.
 type NetworkRequest struct {
 	TenantID     string
@@ -380,6 +389,27 @@ type networked struct {
 }
 
 func (s *networked) Network() NetworkAttachment { return s.net }
+
+// Labels are the labels of the sandbox, if it reports them.
+func (s *networked) Labels() map[string]string {
+	if l, ok := s.Sandbox.(Labeled); ok {
+		return l.Labels()
+	}
+	return nil
+}
+
+// Detach detaches the sandbox and leaves its network in place for the
+// next server start (see Detacher); ErrCannotDetach if the sandbox cannot.
+func (s *networked) Detach() error {
+	d, ok := s.Sandbox.(Detacher)
+	if !ok {
+		return ErrCannotDetach
+	}
+	if nd, ok := s.net.(interface{ Detach() }); ok {
+		nd.Detach()
+	}
+	return d.Detach()
+}
 
 func (s *networked) Destroy(ctx context.Context) error {
 	err := s.Sandbox.Destroy(ctx)

@@ -74,7 +74,7 @@ const (
 	EndDeleted         = "deleted"          // DELETE /v1/sessions/{id}
 	EndTimeout         = "timeout"          // its timeout passed
 	EndIdle            = "idle"             // nothing ran for its idle timeout
-	EndServerRestarted = "server_restarted" // the server restarted; the sandbox was ended, not reattached
+	EndServerRestarted = "server_restarted" // the server restarted and the sandbox could not be reattached
 	EndShutdown        = "shutdown"         // the server shut down
 	EndSandboxExited   = "sandbox_exited"   // the sandbox died on its own
 	EndOutOfMemory     = "out_of_memory"    // the sandbox as a whole ran out of memory
@@ -115,6 +115,9 @@ type CreateSessionRequest struct {
 	IdleTimeoutS int            `json:"idle_timeout_s,omitempty"`
 	Network      *NetworkPolicy `json:"network,omitempty"`
 	BrokerScopes []string       `json:"broker_scopes,omitempty"`
+	// Isolation asks for a level (see ChooseBackend), as on /v1/execute;
+	// empty means the node's default backend.
+	Isolation Isolation `json:"isolation,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.
@@ -149,6 +152,9 @@ func (r *CreateSessionRequest) Validate(tenant *Tenant) error {
 	}
 	if r.IdleTimeoutS < 0 {
 		return Problem(EINVALID, "timeout-out-of-range", "idle_timeout_s must not be negative")
+	}
+	if r.Isolation != "" && !r.Isolation.Valid() {
+		return Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", r.Isolation, isolationNames())
 	}
 	if r.Network != nil {
 		if err := r.Network.Validate(); err != nil {
@@ -205,16 +211,20 @@ type RunningExec struct {
 
 // Session is a long-lived sandbox of one tenant.
 type Session struct {
-	ID             string        `json:"session_id"`
-	TenantID       string        `json:"tenant_id"`
-	Image          string        `json:"image"`
-	Size           SessionSize   `json:"size"`
-	State          SessionState  `json:"state"`
-	Limits         SessionLimits `json:"limits"`
-	Network        NetworkPolicy `json:"network"`
-	BrokerScopes   []string      `json:"broker_scopes,omitempty"` // credential broker scopes its code may call
-	Usage          SessionUsage  `json:"usage"`
-	IdempotencyKey string        `json:"idempotency_key,omitempty"`
+	ID           string        `json:"session_id"`
+	TenantID     string        `json:"tenant_id"`
+	Image        string        `json:"image"`
+	Size         SessionSize   `json:"size"`
+	State        SessionState  `json:"state"`
+	Limits       SessionLimits `json:"limits"`
+	Network      NetworkPolicy `json:"network"`
+	BrokerScopes []string      `json:"broker_scopes,omitempty"` // credential broker scopes its code may call
+	Usage        SessionUsage  `json:"usage"`
+	// Backend names the backend that runs the session's sandbox, and
+	// StartSource how the sandbox was obtained (pool, restore or cold).
+	Backend        string `json:"backend,omitempty"`
+	StartSource    string `json:"start_source,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// RequestHash identifies the creating request, for idempotent retries.
 	RequestHash  string     `json:"-"`
 	CreatedAt    time.Time  `json:"created_at"`
@@ -464,7 +474,9 @@ type CellOutput struct {
 
 // CellResult is what a cell did.
 type CellResult struct {
-	ContextID       string       `json:"context_id"`
+	ContextID string `json:"context_id"`
+	// ExecutionID is the cell's execution record.
+	ExecutionID     string       `json:"execution_id,omitempty"`
 	Stdout          string       `json:"stdout"`
 	Stderr          string       `json:"stderr"`
 	StdoutTruncated bool         `json:"stdout_truncated"`

@@ -29,9 +29,13 @@ type Store interface {
 	// Execution returns one execution of the tenant; ErrNotFound otherwise.
 	Execution(ctx context.Context, tenantID, id string) (*Execution, error)
 	ListExecutions(ctx context.Context, f ExecutionFilter) ([]*Execution, error)
-	// FailRunningExecutions marks every running execution failed with the
-	// reason (used by the reconciler at start) and returns how many.
+	// FailRunningExecutions marks failed, with the reason, every running
+	// execution that is not of a live session (used by the reconciler at
+	// start, after the sessions were recovered) and returns how many.
 	FailRunningExecutions(ctx context.Context, reason string) (int, error)
+	// RunningExecutions returns the executions of the session that are
+	// recorded as running, oldest first.
+	RunningExecutions(ctx context.Context, sessionID string) ([]*Execution, error)
 
 	// RecordPhase adds one phase's time to a finished execution (the
 	// destroy phase ends after the response was sent).

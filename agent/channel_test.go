@@ -148,7 +148,7 @@ func TestChannelRetainedExec(t *testing.T) {
 	r := h.exec(protocol.ExecRequest{
 		Argv: []string{"sh", "-c", `echo before; echo err1 >&2; cat >/dev/null; echo after; echo err2 >&2; touch printed
 			while [ ! -e go ]; do sleep 0.02; done; echo end; exit 3`},
-		Stdin: true, RetainBytes: 1 << 20, TimeoutMS: 60_000,
+		Stdin: true, RetainBytes: 1 << 20, TimeoutMS: 60_000, Tag: "exec-1",
 	})
 	begin := time.Now()
 	h.reconnect() // the cut closes its stdin: cat ends
@@ -161,7 +161,7 @@ func TestChannelRetainedExec(t *testing.T) {
 	if len(ps) != 1 {
 		t.Fatalf("processes %+v, want one", ps)
 	}
-	if p := ps[0]; p.PID != r.p.PID() || p.Argv0 != "sh" || p.TimeoutMS != 60_000 || !p.Running || p.Attached ||
+	if p := ps[0]; p.PID != r.p.PID() || p.Argv0 != "sh" || p.Tag != "exec-1" || p.TimeoutMS != 60_000 || !p.Running || p.Attached ||
 		p.StartedAtMS < begin.Add(-5*time.Second).UnixMilli() || p.StartedAtMS > time.Now().UnixMilli() {
 		t.Fatalf("process %+v", p)
 	}

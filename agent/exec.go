@@ -65,6 +65,7 @@ type program struct {
 	// Set when a request takes the program (at its start, or when it
 	// takes a warm runtime).
 	argv0     string
+	tag       string
 	started   time.Time
 	timeoutMS int64
 	retain    int64 // bytes kept per stream; 0: not retained
@@ -101,6 +102,7 @@ func (p *program) take(req *protocol.ExecRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.argv0 = boundedText(req.Argv[0], protocol.MaxNameBytes)
+	p.tag = req.Tag
 	p.started = time.Now()
 	p.timeoutMS = req.TimeoutMS
 	p.retain = req.RetainBytes

@@ -100,6 +100,7 @@ func (t *retainedTable) list() (infos []protocol.ProcessInfo, more bool) {
 				TimeoutMS:   p.timeoutMS,
 				Running:     !p.ended,
 				Attached:    p.sink != nil,
+				Tag:         p.tag,
 			})
 		}
 		p.mu.Unlock()

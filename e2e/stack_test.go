@@ -2,14 +2,10 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +15,8 @@ import (
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/internal/testenv"
-	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/internal/teststack"
+	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
@@ -41,7 +37,7 @@ type stack struct {
 	store   *sqlite.DB
 	blobs   *blobdir.Dir
 	backend *gvisor.Backend
-	manager *manager.Manager
+	prov    *provision.Provisioner
 	srv     *httptest.Server
 	url     string
 
@@ -77,81 +73,14 @@ var warmPairs = []string{"python-ds/python", "base/bash", "base/node", "base/sql
 // cleanup (testenv.GVisor) fails the test if a sandbox is left on the host.
 func newStack(t *testing.T, mode stackMode) *stack {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
-	for _, name := range []string{"base", "python-ds"} {
-		testenv.Image(t, name)
+	o := teststack.Options{MaxTimeout: maxTimeout}
+	if mode == warm {
+		o.Snapshots = true
+		o.Pool = provision.PoolConfig{Min: 1, Max: 2}
+		o.Warm = warmPairs
 	}
-	backend := testenv.GVisor(t) // registered first: its clean-host check runs last
-
-	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { blobs.Close() })
-
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := manager.Config{
-		Backend:    backend,
-		Images:     images,
-		Store:      store,
-		Blobs:      blobs,
-		Limits:     airlock.DefaultLimits,
-		MaxTimeout: maxTimeout,
-		Logger:     logger,
-	}
-	switch mode {
-	case cold:
-		cfg.Pool = manager.PoolConfig{Disabled: true}
-	case warm:
-		cfg.SnapshotDir = filepath.Join(dir, "snapshots")
-		cfg.Pool = manager.PoolConfig{Min: 1, Max: 2, Warm: warmPairs}
-	}
-	mgr, err := manager.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Runs before the store closes and before the backend's clean check:
-	// the manager destroys used sandboxes and pool members in the
-	// background, and records the destroy time in the store.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := mgr.Close(ctx); err != nil {
-			t.Errorf("close manager: %v", err)
-		}
-	})
-	signingKey := make([]byte, 32)
-	rand.Read(signingKey)
-	api, err := httpapi.New(httpapi.Config{
-		Store:      store,
-		Blobs:      blobs,
-		Executor:   mgr,
-		SigningKey: signingKey,
-		MaxTimeout: maxTimeout,
-		Logger:     logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-
-	s := &stack{store: store, blobs: blobs, backend: backend, manager: mgr, srv: srv, url: srv.URL}
+	st := teststack.New(t, o)
+	s := &stack{store: st.Store, blobs: st.Blobs, backend: st.Backend, prov: st.Provisioner, srv: st.Server, url: st.URL}
 	s.a = s.newTenant(t, "tenant-a")
 	s.b = s.newTenant(t, "tenant-b")
 	return s
@@ -203,8 +132,8 @@ func (s *stack) close(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := s.manager.Close(ctx); err != nil {
-		t.Errorf("close manager: %v", err)
+	if err := s.prov.Close(ctx); err != nil {
+		t.Errorf("close the provisioner: %v", err)
 	}
 	s.waitClean(t, "after the manager closed")
 }
@@ -216,7 +145,7 @@ func (s *stack) waitWarm(t *testing.T) {
 	start := time.Now()
 	deadline := start.Add(3 * time.Minute)
 	for {
-		n, mem := s.manager.PoolStats()
+		n, mem := s.prov.PoolStats()
 		if n >= len(warmPairs) {
 			t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
 			return

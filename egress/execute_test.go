@@ -2,57 +2,31 @@ package egress_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
-	"github.com/airlockhq/airlock/internal/testenv"
-	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/internal/teststack"
 )
 
 // POST /v1/execute with allow_network: the tenant's default allow list,
 // a sandbox booted in a network of its own (never from the pool), and
 // had_network_attempt on the record.
 func TestExecuteWithNetwork(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "base")
-	backend := testenv.GVisor(t)
 	f := newFixture(t, fixtureOpts{})
 	api := f.inet.ServeHTTP(http.HandlerFunc(hello), "api.test")
 	f.inet.SetName("api.test", api)
 	ctx := context.Background()
 	ctr := hostMetadataCounter(t)
-	blobs, err := blobdir.New(blobdir.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	lists := map[string][]string{f.tenant.Name: {"api.test"}}
-	m, err := manager.New(manager.Config{
-		Backend: backend, Images: images, Store: f.store, Blobs: blobs,
-		Pool:         manager.PoolConfig{Disabled: true},
-		Egress:       f.svc,
+	st := teststack.New(t, teststack.Options{
+		Store: f.store, Egress: f.svc, EgressLog: f.store, NoServer: true,
 		NetworkAllow: func(tn *airlock.Tenant) []string { return lists[tn.Name] },
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		m.Close(cctx)
-	})
+	m := st.Manager
 	code := `
 import socket, ssl, urllib.request
 open("/tmp/ca.pem", "w").write(CA)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +21,11 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testnet"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
 )
 
@@ -101,7 +99,7 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
+	testenv.Images(t)
 	testenv.Image(t, "base")
 	backend := testenv.GVisor(t) // first: its clean-host check runs last
 	w := &world{}
@@ -173,43 +171,16 @@ func newWorld(t testing.TB) *world {
 	go acceptCount(inet.Listen("tcp4", netip.AddrPortFrom(w.listener, 4444)), &w.hits)
 
 	store := w.store
-	var err error
-	w.mgr, err = session.New(session.Config{
-		Backend:   backend,
-		Images:    images,
-		Store:     store,
-		Sessions:  store,
-		Egress:    w.svc,
-		EgressLog: store,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Sizes: map[airlock.SessionSize]session.Size{
-			airlock.SizeSmall: {CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256},
+	st := teststack.New(t, teststack.Options{
+		Backend: backend, Store: store, Egress: w.svc, EgressLog: store,
+		Session: func(c *session.Config) {
+			c.Sizes = map[airlock.SessionSize]session.Size{
+				airlock.SizeSmall: {CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256},
+			}
+			c.DefaultImage = "base"
 		},
-		DefaultImage: "base",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := w.mgr.Close(ctx); err != nil {
-			t.Errorf("close sessions: %v", err)
-		}
-	})
-	blobs, err := blobdir.New(blobdir.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	signing := make([]byte, 32)
-	rand.Read(signing)
-	h, err := httpapi.New(httpapi.Config{Store: store, Blobs: blobs, Executor: noExecutor{}, Sessions: w.mgr, SigningKey: signing,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.api = httptest.NewServer(h.Handler())
-	t.Cleanup(w.api.Close)
+	w.mgr, w.api = st.Sessions, st.Server
 	secret, key := airlock.NewAPIKey(w.tenant.ID, "", time.Now())
 	if err := store.CreateAPIKey(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -237,12 +208,6 @@ func (w *watcher) Stdout(p []byte) {
 	if has {
 		w.once.Do(func() { close(w.seen) })
 	}
-}
-
-type noExecutor struct{}
-
-func (noExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.ExecuteRequest) (*airlock.Execution, error) {
-	return nil, airlock.Errorf(airlock.ENOTIMPLEMENTED, "not in this test")
 }
 
 // session makes a session over the API and gives it the probe and the

@@ -34,6 +34,7 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("gvisor: %w", err)
 		}
 	}
+	becomeSubreaper()
 	return &Backend{cfg: cfg, cgroups: cgroups.Detect(), live: map[string]*Sandbox{}}, nil
 }
 
@@ -49,6 +50,7 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		SeparateKernel:    true, // the gVisor kernel stands between code and host
+		Reattach:          true, // sandboxes run detached and their agents call back
 	}
 }
 

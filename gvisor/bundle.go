@@ -23,7 +23,7 @@ const maxOpenFiles = 4096
 const hostPidsBackstop = 4096
 
 // ociSpec builds the OCI runtime spec of a sandbox.
-func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tmpDir string) *specs.Spec {
+func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tmpDir, channelDir string) *specs.Spec {
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/workspace",
@@ -71,6 +71,8 @@ func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tm
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/workspace", Type: "bind", Source: workspaceDir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 			{Destination: "/tmp", Type: "bind", Source: tmpDir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+			// The agent's channel for the next airlockd (channel.go).
+			{Destination: ChannelDir, Type: "bind", Source: channelDir, Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}},
 		},
 		Linux: &specs.Linux{
 			CgroupsPath: "/" + cgroupPath,

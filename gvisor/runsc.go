@@ -16,6 +16,9 @@ func (b *Backend) globalFlags() []string {
 		"--platform", b.cfg.Platform,
 		"--network", "none",
 		"--overlay2", "none",
+		// The agent may connect to the host socket of its channel (the
+		// only host socket any mount of a sandbox holds).
+		"--host-uds", "open",
 	}
 	return append(f, b.cfg.ExtraFlags...)
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -28,16 +28,22 @@ type Sandbox struct {
 	id     string
 	dir    string
 	cgroup string
+	labels map[string]string
 
-	cmd    *exec.Cmd
-	agent  *protocol.Client
-	exited chan struct{} // closed when `runsc run` has exited
+	agent   *protocol.Client
+	started bool          // runsc made the container: destroy must delete it
+	exited  chan struct{} // closed when the sandbox process has exited
+	exitOne sync.Once
 
 	destroyOnce sync.Once
 	destroyErr  error
 }
 
-var _ airlock.Sandbox = (*Sandbox)(nil)
+var (
+	_ airlock.Sandbox  = (*Sandbox)(nil)
+	_ airlock.Detacher = (*Sandbox)(nil)
+	_ airlock.Labeled  = (*Sandbox)(nil)
+)
 
 // ID of the sandbox (also its runsc container ID).
 func (s *Sandbox) ID() string { return s.id }
@@ -51,13 +57,20 @@ func (s *Sandbox) WorkspaceDir() string { return filepath.Join(s.dir, "disk", "w
 // Done is closed when the sandbox has exited.
 func (s *Sandbox) Done() <-chan struct{} { return s.exited }
 
+// Labels are the labels the sandbox was created with.
+func (s *Sandbox) Labels() map[string]string { return s.labels }
+
+func (s *Sandbox) markExited() { s.exitOne.Do(func() { close(s.exited) }) }
+
 // start makes the sandbox's host resources and starts it: a fresh boot
 // with `runsc run`, or, when from is a checkpoint directory, `runsc
-// restore` of that checkpoint.
+// restore` of that checkpoint. Both detach: the sandbox does not depend
+// on this process (see process_linux.go and channel.go).
 func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from string) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		return fmt.Errorf("gvisor: %w", err)
 	}
+	s.labels = spec.Labels
 	labels, _ := json.Marshal(spec.Labels)
 	os.WriteFile(filepath.Join(s.dir, "labels.json"), labels, 0o600)
 
@@ -67,6 +80,10 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return fmt.Errorf("gvisor: %w", err)
 		}
+	}
+	token, err := newChannel(s.dir)
+	if err != nil {
+		return err
 	}
 	if err := mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
 		return err
@@ -92,7 +109,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	}); err != nil {
 		return err
 	}
-	oci := ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp)
+	oci := ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp, chanDir(s.dir))
 	if err := applyNetwork(oci, spec.Network, s.dir); err != nil {
 		return err
 	}
@@ -100,63 +117,119 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return err
 	}
 
-	logf, err := os.OpenFile(filepath.Join(s.dir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	defer logf.Close()
 	args := append(s.b.globalFlags(), networkFlags(spec.Network)...)
 	if s.b.cfg.DebugLogs {
 		args = append(args, "--debug", "--debug-log", filepath.Join(s.dir, "debug")+"/")
 	}
 	if from == "" {
-		args = append(args, "run", "--bundle", bundle, s.id)
+		args = append(args, "run", "--detach", "--bundle", bundle, s.id)
 	} else {
 		// --background lets the sandbox run while its memory is still
 		// being loaded from the (uncompressed) checkpoint.
-		args = append(args, "restore", "--background", "--image-path", from, "--bundle", bundle, s.id)
+		args = append(args, "restore", "--detach", "--background", "--image-path", from, "--bundle", bundle, s.id)
 	}
-	cmd := exec.Command(s.b.cfg.Runsc, args...)
-	cmd.Dir = s.dir
-	cmd.Stderr = &sandboxio.CappedWriter{W: logf, N: maxLogBytes}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	agent, logDone, err := s.runDetached(ctx, args)
 	if err != nil {
-		return fmt.Errorf("gvisor: %w", err)
+		return err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("gvisor: %w", err)
+	s.agent = agent
+	if err := s.watchProcesses(); err != nil {
+		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("gvisor: start runsc: %w", err)
-	}
-	s.cmd = cmd
-	s.agent = protocol.NewClient(sandboxio.PipeConn{ReadCloser: stdout, W: stdin})
-	go func() {
-		// Read the agent until EOF before Wait closes the pipe under it.
-		<-s.agent.Done()
-		cmd.Wait()
-		close(s.exited)
-	}()
 	hctx, cancel := context.WithTimeout(ctx, s.b.cfg.StartTimeout)
 	defer cancel()
 	if from != "" {
 		// A restored agent said its hello before the checkpoint; it
 		// answers a health request once it runs again.
 		if _, err := s.agent.Health(hctx); err != nil {
-			return fmt.Errorf("gvisor: sandbox %s did not restore: %w (log: %s)", s.id, err, s.logTail())
+			return fmt.Errorf("gvisor: sandbox %s did not restore: %w (log: %s)", s.id, err, s.logTail(logDone))
 		}
-		return nil
+	} else if _, err := s.agent.WaitHello(hctx); err != nil {
+		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail(logDone))
 	}
-	if _, err := s.agent.WaitHello(hctx); err != nil {
-		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail())
+	return giveChannel(hctx, s.agent, token)
+}
+
+// runDetached runs `runsc run --detach` (or restore) with pipes of its
+// own as the sandbox's stdio: the sandbox keeps its ends, this process
+// the others. It returns the agent's connection over them and a channel
+// closed once the sandbox's stderr has been copied into its log.
+func (s *Sandbox) runDetached(ctx context.Context, args []string) (*protocol.Client, <-chan struct{}, error) {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
+	}
+	var files []*os.File
+	pipe := func() (r, w *os.File) {
+		if err == nil {
+			r, w, err = os.Pipe()
+			files = append(files, r, w)
+		}
+		return r, w
+	}
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
+	if err != nil {
+		logf.Close()
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
+	}
+	// The sandbox's stderr (runsc's complaints, the agent's log) goes to
+	// its log file, capped, for as long as the sandbox writes.
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		defer logf.Close()
+		io.Copy(&sandboxio.CappedWriter{W: logf, N: maxLogBytes}, errR)
+		errR.Close()
+	}()
+	cmd := exec.CommandContext(ctx, s.b.cfg.Runsc, args...)
+	cmd.Dir = s.dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	runErr := cmd.Run()
+	// The sandbox holds its own copies of its ends now.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	s.started = true
+	agent := protocol.NewClient(sandboxio.PipeConn{ReadCloser: outR, W: inW})
+	if runErr != nil {
+		agent.Close()
+		return nil, nil, fmt.Errorf("gvisor: runsc: %w (log: %s)", runErr, s.logTail(logDone))
+	}
+	return agent, logDone, nil
+}
+
+// watchProcesses closes Done when the sandbox's process exits, and reaps
+// it and its gofer.
+func (s *Sandbox) watchProcesses() error {
+	sandbox, gofer, err := s.b.processes(s.id)
+	if err != nil {
+		return err
+	}
+	if err := watch(sandbox, s.markExited); err != nil {
+		return err
+	}
+	if gofer > 0 {
+		watch(gofer, func() {}) // it ends with the sandbox
 	}
 	return nil
 }
 
-// logTail returns the end of the sandbox's log, for error messages.
-func (s *Sandbox) logTail() string { return sandboxio.LogTail(filepath.Join(s.dir, "sandbox.log")) }
+// logTail returns the end of the sandbox's log, for error messages, once
+// what the sandbox wrote has reached it (or a moment has passed).
+func (s *Sandbox) logTail(logDone <-chan struct{}) string {
+	if logDone != nil {
+		select {
+		case <-logDone:
+		case <-time.After(time.Second):
+		}
+	}
+	return sandboxio.LogTail(filepath.Join(s.dir, "sandbox.log"))
+}
 
 // Stats reads the sandbox's cgroup.
 func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
@@ -172,7 +245,7 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 // returns once all are stopped; nothing inside can change a file after
 // that. Destroy kills them. Where freezing fails, Stop kills instead.
 func (s *Sandbox) Stop(ctx context.Context) error {
-	if s.cmd == nil {
+	if !s.started {
 		return nil
 	}
 	select {
@@ -189,10 +262,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 }
 
 // kill kills every process of the sandbox through its cgroup, which is
-// immediate and costs no runsc call; `runsc kill` and the process group are
-// fallbacks.
+// immediate and costs no runsc call; `runsc kill` is the fallback.
 func (s *Sandbox) kill(ctx context.Context) error {
-	if s.cmd == nil {
+	if !s.started {
 		return nil
 	}
 	select {
@@ -202,8 +274,7 @@ func (s *Sandbox) kill(ctx context.Context) error {
 	}
 	s.b.cgroups.Kill(s.cgroup)
 	// Stopped means no process of the sandbox runs any more: once its
-	// cgroup is empty nothing inside can change a file. `runsc run`
-	// tidies up after that; Destroy waits for it.
+	// cgroup is empty nothing inside can change a file.
 	for wait := 50 * time.Microsecond; wait < 2*time.Second; wait *= 2 {
 		select {
 		case <-s.exited:
@@ -216,13 +287,6 @@ func (s *Sandbox) kill(ctx context.Context) error {
 	}
 	s.b.runsc(ctx, "kill", "--all", s.id, "KILL")
 	s.b.cgroups.Kill(s.cgroup)
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(3 * time.Second):
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		s.b.cgroups.Kill(s.cgroup)
-	}
 	select {
 	case <-s.exited:
 		return nil
@@ -240,25 +304,17 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 func (s *Sandbox) destroy(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
-	if s.cmd != nil {
-		if err := s.kill(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		if s.agent != nil {
-			s.agent.Close()
-		}
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-		}
+	if err := s.kill(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	if _, err := s.b.runsc(ctx, "delete", "--force", s.id); err != nil && s.cmd != nil {
-		// runsc deletes the container itself when `run` ends; only a
-		// container it still lists is an error.
-		if ids, lerr := s.b.listContainers(ctx); lerr == nil && contains(ids, s.id) {
-			errs = append(errs, err)
+	if s.agent != nil {
+		s.agent.Close()
+	}
+	if s.started {
+		if _, err := s.b.runsc(ctx, "delete", "--force", s.id); err != nil {
+			if ids, lerr := s.b.listContainers(ctx); lerr != nil || contains(ids, s.id) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := s.b.cgroups.Remove(s.cgroup); err != nil {
@@ -273,6 +329,18 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		s.b.forget(s.id)
 	}
 	return errors.Join(errs...)
+}
+
+// Detach lets go of the sandbox without ending it: the host's ends of its
+// stdio are closed, so the agent goes on to dial its channel for the next
+// airlockd (see channel.go), and the backend forgets it, so Reconcile of
+// this process would end it. Destroy must not be called afterwards.
+func (s *Sandbox) Detach() error {
+	if s.agent != nil {
+		s.agent.Close()
+	}
+	s.b.forget(s.id)
+	return nil
 }
 
 func contains(xs []string, x string) bool {

@@ -23,6 +23,10 @@ import (
 // AgentPath is where the agent lives inside every image.
 const AgentPath = "/opt/airlock/bin/airlock-agent"
 
+// ChannelDir is the empty directory every image has for the agent's
+// channel to the host (a backend mounts a host directory there).
+const ChannelDir = "/run/airlock"
+
 // Config configures a Builder.
 type Config struct {
 	// StateDir is the node's state directory; images live in StateDir/images.
@@ -395,6 +399,11 @@ func (b *Builder) debootstrap(ctx context.Context, spec airlock.ImageSpec, rootf
 func installAgent(src, rootfs, wantSum string) error {
 	dst := filepath.Join(rootfs, AgentPath)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	// The mount point of the agent's channel directory (a backend binds
+	// a host directory of the sandbox's own there).
+	if err := os.MkdirAll(filepath.Join(rootfs, ChannelDir), 0o755); err != nil {
 		return err
 	}
 	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -5,23 +5,18 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/run"
 )
 
 // Config configures a Manager.
 type Config struct {
-	// Backend is the node's default backend; the warm pool and the base
-	// snapshots serve it. Backends are further backends a request reaches
-	// by asking for their isolation, within its tenant's floor (see
-	// airlock.ChooseBackend); they start their sandboxes fresh.
-	Backend  airlock.Backend
-	Backends []airlock.Backend
-
-	Images airlock.ImageResolver
-	Store  airlock.Store
-	Blobs  airlock.Blobs
+	Provisioner *provision.Provisioner
+	Runner      *run.Runner
+	Images      airlock.ImageResolver
+	Store       airlock.Store
+	Blobs       airlock.Blobs
 
 	// Limits of a one-shot execution; Timeout is the default wall time.
 	Limits airlock.Limits
@@ -30,46 +25,24 @@ type Config struct {
 	// DefaultImages maps a language to the image used when the request
 	// names none.
 	DefaultImages map[airlock.Language]string
-	// MaxConcurrent bounds executions running at once on this node; more
-	// wait up to QueueTimeout for a slot, then get a 503 problem.
-	MaxConcurrent int
-	QueueTimeout  time.Duration
 	// Artifact caps.
 	MaxArtifacts      int
 	MaxArtifactBytes  int64 // one file
 	MaxArtifactsTotal int64 // all files of one execution
 
-	// SnapshotDir holds the base snapshots; empty disables them (every
-	// sandbox that is not from the pool boots cold).
-	SnapshotDir string
-	// Recipes say how each image and language is readied ahead of a
-	// request; default DefaultRecipes().
-	Recipes map[string]map[airlock.Language]Recipe
-	// Pool sizes the warm pool.
-	Pool PoolConfig
-	// Metrics registers the manager's Prometheus series; nil keeps them
-	// in a private registry.
-	Metrics prometheus.Registerer
-	// Egress gives executions with allow_network their network, under
-	// the allow list NetworkAllow returns for the tenant (operator
-	// config); nil Egress or an empty list refuses such executions.
-	Egress       airlock.Egress
+	// NetworkAllow returns the tenant's default allow list for
+	// executions with allow_network (operator config); nil or an empty
+	// list refuses such executions.
 	NetworkAllow func(*airlock.Tenant) []string
 
 	Logger *slog.Logger
-	Now    func() time.Time
 	NewID  func() string
 }
 
 // Validate fills defaults and checks the config.
 func (c *Config) Validate() error {
-	if c.Backend == nil || c.Images == nil || c.Store == nil || c.Blobs == nil {
-		return fmt.Errorf("manager: backend, images, store and blobs are required")
-	}
-	for i, b := range c.Backends {
-		if b == nil {
-			return fmt.Errorf("manager: backend %d is nil", i)
-		}
+	if c.Provisioner == nil || c.Runner == nil || c.Images == nil || c.Store == nil || c.Blobs == nil {
+		return fmt.Errorf("manager: provisioner, runner, images, store and blobs are required")
 	}
 	if c.Limits == (airlock.Limits{}) {
 		c.Limits = airlock.DefaultLimits
@@ -81,18 +54,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("manager: default timeout %s exceeds the maximum %s", c.Limits.Timeout, c.MaxTimeout)
 	}
 	if c.DefaultImages == nil {
-		c.DefaultImages = map[airlock.Language]string{
-			airlock.Python: "python-ds",
-			airlock.Bash:   "base",
-			airlock.Node:   "base",
-			airlock.SQL:    "base",
-		}
-	}
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = 8
-	}
-	if c.QueueTimeout <= 0 {
-		c.QueueTimeout = 30 * time.Second
+		c.DefaultImages = DefaultImages()
 	}
 	if c.MaxArtifacts <= 0 {
 		c.MaxArtifacts = 64
@@ -103,23 +65,22 @@ func (c *Config) Validate() error {
 	if c.MaxArtifactsTotal <= 0 {
 		c.MaxArtifactsTotal = 256 << 20
 	}
-	if c.Recipes == nil {
-		c.Recipes = DefaultRecipes()
-	}
-	if c.Metrics == nil {
-		c.Metrics = prometheus.NewRegistry()
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.NewID == nil {
-		c.NewID = NewID
+		c.NewID = airlock.NewID
 	}
 	return nil
 }
 
-// NewID returns a random 128-bit ID in hex (airlock.NewID).
-func NewID() string { return airlock.NewID() }
+// DefaultImages are the images of the languages when a request names
+// none.
+func DefaultImages() map[airlock.Language]string {
+	return map[airlock.Language]string{
+		airlock.Python: "python-ds",
+		airlock.Bash:   "base",
+		airlock.Node:   "base",
+		airlock.SQL:    "base",
+	}
+}

@@ -1,9 +1,12 @@
-// Package manager runs executions on one node: it validates a request,
-// records it, takes a fresh sandbox from the backend, hands the code to the
-// agent, enforces the wall-time limit, caps output, collects the files the
-// code made, destroys the sandbox and writes the result. It also holds the
-// reconciler that cleans up after a crash at start.
+// Package manager serves one-shot executions (POST /v1/execute): it
+// validates a request, admits it and gets its sandbox from the node's
+// provisioner (package provision: backend within the tenant's isolation
+// floor, pool, snapshot or boot, network), hands the code in and runs it
+// through package run (deadline, kill, caps, the record), collects the
+// files the code made once the sandbox is stopped, and releases the
+// sandbox, which is destroyed after the response.
 //
-// It speaks only to the domain interfaces (airlock.Backend, Store, Blobs,
-// ImageResolver); it must not know which backend or store it drives.
+// It is a thin front-end: everything about getting, running and ending a
+// sandbox lives in provision and run, which sessions use too. It must
+// not know which backend or store it drives.
 package manager

@@ -27,9 +27,3 @@ func program(lang airlock.Language) (file string, argv []string) {
 	}
 	return "", nil
 }
-
-// programEnv is added to the image's environment for one-shot runs.
-var programEnv = []string{
-	"PYTHONUNBUFFERED=1",        // output written before a kill is not lost
-	"PYTHONDONTWRITEBYTECODE=1", // the rootfs is read-only
-}

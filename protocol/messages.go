@@ -128,6 +128,10 @@ type ExecRequest struct {
 	// stderr and, once it ends, its exit status, until a host collects
 	// them (see OpAttach). At most MaxRetainBytes.
 	RetainBytes int64 `json:"retain_bytes,omitempty"`
+	// Tag is the host's name for a retained program (its execution's
+	// ID), reported back by OpProcesses so that a host that reconnects
+	// knows which program is which: 0 to 64 of [A-Za-z0-9_-].
+	Tag string `json:"tag,omitempty"`
 }
 
 // Validate bounds an exec request.
@@ -156,6 +160,9 @@ func (e *ExecRequest) Validate() error {
 	}
 	if e.MemoryLimitBytes < 0 {
 		return fmt.Errorf("negative memory limit")
+	}
+	if e.Tag != "" && !validContextID(e.Tag) {
+		return fmt.Errorf("bad tag")
 	}
 	if e.RetainBytes < 0 || e.RetainBytes > MaxRetainBytes {
 		return fmt.Errorf("retain_bytes %d out of range", e.RetainBytes)

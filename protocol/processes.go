@@ -32,6 +32,7 @@ type ProcessInfo struct {
 	TimeoutMS   int64  `json:"timeout_ms"`    // as asked in its exec; 0 for none
 	Running     bool   `json:"running"`       // false: ended, exit not yet delivered
 	Attached    bool   `json:"attached"`      // a live host stream reads it now
+	Tag         string `json:"tag,omitempty"` // the exec's Tag
 }
 
 // Validate checks a process entry from the agent; an over-long argv0 is
@@ -44,6 +45,9 @@ func (p *ProcessInfo) Validate() error {
 		return fmt.Errorf("negative value")
 	}
 	p.Argv0 = cut(p.Argv0, MaxNameBytes)
+	if p.Tag != "" && !validContextID(p.Tag) {
+		return fmt.Errorf("bad tag")
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/run"
 )
 
 // Size is what one session size gets.
@@ -25,10 +27,14 @@ var DefaultSizes = map[airlock.SessionSize]Size{
 
 // Config configures a Manager.
 type Config struct {
-	Backend  airlock.Backend
-	Images   airlock.ImageResolver
-	Store    airlock.Store        // executions of sessions are recorded here
-	Sessions airlock.SessionStore // session records and idempotency keys
+	// Provisioner gives sessions their sandboxes (backend within the
+	// tenant's floor, admission, pool, snapshots, network) and takes them
+	// back; Runner runs and records their execs and cells.
+	Provisioner *provision.Provisioner
+	Runner      *run.Runner
+	Images      airlock.ImageResolver
+	Store       airlock.Store        // tenants; executions of sessions are recorded through Runner
+	Sessions    airlock.SessionStore // session records and idempotency keys
 	// Egress gives sessions with an allow list or broker scopes their
 	// network, and EgressLog is where it writes its audit log; without
 	// them such sessions are refused (network-unavailable).
@@ -60,10 +66,6 @@ type Config struct {
 	// greedy command fails alone instead of the cgroup killing the session.
 	ProcessMemory float64
 
-	// MaxSessions bounds live sessions on this node (32); more are a 503.
-	// MaxPerTenant bounds one tenant's live sessions (8); more are a 429.
-	MaxSessions  int
-	MaxPerTenant int
 	// CreateTimeout bounds making a sandbox (2 minutes); a retry with the
 	// same idempotency key waits up to this for the first request.
 	CreateTimeout time.Duration
@@ -80,8 +82,8 @@ type Config struct {
 
 // Validate fills defaults and checks the config.
 func (c *Config) Validate() error {
-	if c.Backend == nil || c.Images == nil || c.Store == nil || c.Sessions == nil {
-		return fmt.Errorf("session: backend, images, store and session store are required")
+	if c.Provisioner == nil || c.Runner == nil || c.Images == nil || c.Store == nil || c.Sessions == nil {
+		return fmt.Errorf("session: provisioner, runner, images, store and session store are required")
 	}
 	sizes := map[airlock.SessionSize]Size{}
 	for k, v := range DefaultSizes {
@@ -145,12 +147,6 @@ func (c *Config) Validate() error {
 	if c.ProcessMemory <= 0 || c.ProcessMemory > 1 {
 		return fmt.Errorf("session: process memory share must be in (0, 1]")
 	}
-	if c.MaxSessions <= 0 {
-		c.MaxSessions = 32
-	}
-	if c.MaxPerTenant <= 0 {
-		c.MaxPerTenant = 8
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -158,10 +154,7 @@ func (c *Config) Validate() error {
 		c.Now = time.Now
 	}
 	if c.NewID == nil {
-		c.NewID = NewID
+		c.NewID = airlock.NewID
 	}
 	return nil
 }
-
-// NewID returns a random 128-bit ID in hex (airlock.NewID).
-func NewID() string { return airlock.NewID() }

@@ -8,12 +8,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/run"
 )
-
-// cellSlack is how long past a cell's timeout the host waits for the
-// agent's answer (the agent interrupts at the timeout, and kills the
-// interpreter a few seconds later if the interrupt does not take).
-const cellSlack = 15 * time.Second
 
 // codeContext is a code context of a live session.
 type codeContext struct {
@@ -62,7 +58,7 @@ func (m *Manager) CreateContext(ctx context.Context, tenant *airlock.Tenant, id 
 	mem := l.rec.Limits.ProcessMemoryBytes
 	l.mu.Unlock()
 	cid := "ctx-" + m.cfg.NewID()[:16]
-	if _, err := l.sb.Agent().CreateContext(ctx, protocol.ContextRequest{ID: cid, Language: string(req.Language), MemoryLimitBytes: mem}); err != nil {
+	if _, err := l.sb().Agent().CreateContext(ctx, protocol.ContextRequest{ID: cid, Language: string(req.Language), MemoryLimitBytes: mem}); err != nil {
 		return nil, m.contextError(l, cid, err)
 	}
 	c := &codeContext{rec: airlock.CodeContext{
@@ -117,7 +113,7 @@ func (m *Manager) DeleteContext(ctx context.Context, tenant *airlock.Tenant, id,
 	if _, err := m.context(l, cid); err != nil {
 		return err
 	}
-	if err := l.sb.Agent().CloseContext(ctx, cid); err != nil {
+	if err := l.sb().Agent().CloseContext(ctx, cid); err != nil {
 		var re *protocol.RemoteError
 		if !errors.As(err, &re) || re.Code != "not_found" {
 			return m.contextError(l, cid, err)
@@ -141,7 +137,7 @@ func (m *Manager) RestartContext(ctx context.Context, tenant *airlock.Tenant, id
 	if err != nil {
 		return nil, err
 	}
-	if _, err := l.sb.Agent().RestartContext(ctx, cid); err != nil {
+	if _, err := l.sb().Agent().RestartContext(ctx, cid); err != nil {
 		return nil, m.contextError(l, cid, err)
 	}
 	l.mu.Lock()
@@ -151,13 +147,11 @@ func (m *Manager) RestartContext(ctx context.Context, tenant *airlock.Tenant, id
 	return &rec, nil
 }
 
-// cellStreams are the captures of a cell's output.
-type cellStreams struct{ stdout, stderr *capture }
-
-// RunCell runs code in a context of the tenant's session. A cell that
-// raises is a result (with its error); one past its timeout is
-// interrupted and the context lives on; one whose interpreter dies is a
-// result too, and leaves the context dead until it is restarted.
+// RunCell runs code in a context of the tenant's session, recorded as an
+// execution of the session (language the context's). A cell that raises
+// is a result (with its error); one past its timeout is interrupted and
+// the context lives on; one whose interpreter dies is a result too, and
+// leaves the context dead until it is restarted.
 func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid string, req airlock.RunCellRequest, obs airlock.CellObserver) (*airlock.CellResult, error) {
 	if err := req.Validate(m.cfg.MaxExecTimeout); err != nil {
 		return nil, err
@@ -176,50 +170,53 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 		timeout = time.Duration(req.TimeoutSec) * time.Second
 	}
 	l.mu.Lock()
-	out := cellStreams{stdout: &capture{max: l.rec.Limits.OutputBytes}, stderr: &capture{max: l.rec.Limits.OutputBytes}}
+	outputBytes, image, lease, lang := l.rec.Limits.OutputBytes, l.rec.Image, l.lease, c.rec.Language
 	l.rec.Usage.CellRuns++
 	c.rec.Runs++
 	c.rec.State = airlock.ContextBusy
 	l.mu.Unlock()
-	if obs != nil {
-		out.stdout.observe, out.stderr.observe = obs.Stdout, obs.Stderr
-		obs.Started(cid)
+	e, err := m.cfg.Runner.Begin(ctx, run.Record{
+		TenantID: tenant.ID, SessionID: id, Language: airlock.Language(lang), Image: image, Code: req.Code, Backend: lease.BackendName(),
+	})
+	if err != nil {
+		m.setContextState(l, c, airlock.ContextIdle)
+		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout+cellSlack)
-	defer cancel()
-	res, err := l.sb.Agent().RunCell(rctx, cid, req.Code, timeout.Milliseconds(), out.stdout, out.stderr)
-	l.mu.Lock()
+	res, err := m.cfg.Runner.RunCell(ctx, e, run.Cell{
+		Target: lease, ContextID: cid, Code: req.Code, Timeout: timeout, OutputBytes: outputBytes,
+		Observer: obs, Ended: l.ended, Detached: l.detached,
+	})
+	state := airlock.ContextIdle
+	var re *protocol.RemoteError
 	switch {
 	case err == nil && res.Died:
-		c.rec.State = airlock.ContextDead
-	case err == nil:
-		c.rec.State = airlock.ContextIdle
-	default:
-		var re *protocol.RemoteError
-		if errors.As(err, &re) && re.Code == "context_dead" {
-			c.rec.State = airlock.ContextDead
-		} else {
-			c.rec.State = airlock.ContextIdle
-		}
+		state = airlock.ContextDead
+	case errors.As(err, &re) && re.Code == "context_dead":
+		state = airlock.ContextDead
 	}
-	l.mu.Unlock()
+	m.setContextState(l, c, state)
 	if err != nil {
-		if ctx.Err() == nil && rctx.Err() != nil {
-			return nil, airlock.Problem(airlock.EUNAVAILABLE, "cell-stuck", "the cell did not end %s after its timeout; restart the context", cellSlack)
+		switch {
+		case errors.Is(err, run.ErrCellStuck):
+			return nil, airlock.Problem(airlock.EUNAVAILABLE, "cell-stuck", "the cell did not end %s after its timeout; restart the context", m.cfg.Runner.CellSlack())
+		case re != nil:
+			return nil, m.contextError(l, cid, err)
 		}
-		return nil, m.contextError(l, cid, err)
+		return nil, m.failure(l, err)
 	}
 	r := &airlock.CellResult{
-		ContextID:      cid,
-		Value:          res.Value,
-		Outputs:        make([]airlock.CellOutput, 0, len(res.Outputs)),
-		OutputsDropped: res.Dropped,
-		DurationMS:     res.DurationMS,
-		TimedOut:       res.TimedOut,
-		ContextState:   airlock.ContextIdle,
-	}
-	if res.Died {
-		r.ContextState = airlock.ContextDead
+		ContextID:       cid,
+		ExecutionID:     e.ID,
+		Value:           res.Value,
+		Outputs:         make([]airlock.CellOutput, 0, len(res.Outputs)),
+		OutputsDropped:  res.Dropped,
+		DurationMS:      res.DurationMS,
+		TimedOut:        res.TimedOut,
+		ContextState:    state,
+		Stdout:          e.Stdout,
+		Stderr:          e.Stderr,
+		StdoutTruncated: e.StdoutTruncated,
+		StderrTruncated: e.StderrTruncated,
 	}
 	if res.Error != nil {
 		r.Error = &airlock.CellError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback}
@@ -227,7 +224,12 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 	for _, o := range res.Outputs {
 		r.Outputs = append(r.Outputs, airlock.CellOutput{Type: o.Type, Data: o.Data})
 	}
-	r.Stdout, r.StdoutTruncated = out.stdout.result()
-	r.Stderr, r.StderrTruncated = out.stderr.result()
 	return r, nil
+}
+
+// setContextState sets a context's state unless it was deleted meanwhile.
+func (m *Manager) setContextState(l *live, c *codeContext, state string) {
+	l.mu.Lock()
+	c.rec.State = state
+	l.mu.Unlock()
 }

@@ -2,63 +2,20 @@ package session
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/run"
 )
-
-// killGrace is how long past an exec's timeout the host waits for the
-// agent's own kill to be reported before it kills the process itself.
-const killGrace = 2 * time.Second
 
 // execEnv is added to every exec's environment unless the request sets it.
 var execEnv = map[string]string{
 	"PYTHONUNBUFFERED":        "1", // output streams as it is printed
 	"PYTHONDONTWRITEBYTECODE": "1",
-}
-
-// capture keeps the first max bytes of a stream and passes every chunk to
-// an observer.
-type capture struct {
-	mu        sync.Mutex
-	max       int64
-	buf       []byte
-	truncated bool
-	observe   func([]byte)
-}
-
-func (c *capture) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	room := c.max - int64(len(c.buf))
-	switch {
-	case int64(len(b)) <= room:
-		c.buf = append(c.buf, b...)
-	case room > 0:
-		c.buf = append(c.buf, b[:room]...)
-		c.truncated = true
-	default:
-		c.truncated = true
-	}
-	c.mu.Unlock()
-	if c.observe != nil {
-		c.observe(b)
-	}
-	return len(b), nil
-}
-
-func (c *capture) result() (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.buf), c.truncated
 }
 
 // Exec runs a command in the tenant's session and returns its result,
@@ -93,54 +50,87 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
+	var stdin []byte
+	if req.Stdin != "" {
+		stdin = []byte(req.Stdin)
+	}
 
 	l.mu.Lock()
-	limits, image, sb := l.rec.Limits, l.rec.Image, l.sb
+	limits, image, lease := l.rec.Limits, l.rec.Image, l.lease
 	l.rec.Usage.Execs++
 	l.mu.Unlock()
-	sum := sha256.Sum256([]byte(code))
-	e := &airlock.Execution{
-		ID:         m.cfg.NewID(),
-		TenantID:   tenant.ID,
-		SessionID:  id,
-		Language:   lang,
-		Image:      image,
-		CodeSHA256: hex.EncodeToString(sum[:]),
-		Status:     airlock.StatusRunning,
-		Artifacts:  []airlock.Artifact{},
-		CreatedAt:  m.cfg.Now().UTC(),
+	e, err := m.cfg.Runner.Begin(ctx, run.Record{
+		TenantID: tenant.ID, SessionID: id, Language: lang, Image: image, Code: code, Backend: lease.BackendName(),
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := m.cfg.Store.CreateExecution(ctx, e); err != nil {
-		return nil, fmt.Errorf("session: record execution: %w", err)
-	}
-	tried := airlock.NetworkAttempts(ctx, sb)
-	runErr := m.runExec(ctx, l, sb, e, req, argv, env, timeout, limits, obs)
-	e.HadNetworkAttempt = airlock.NetworkAttempts(ctx, sb) > tried
-	finished := m.cfg.Now().UTC()
-	e.FinishedAt = &finished
-	e.Status = airlock.StatusCompleted
-	if runErr != nil {
-		e.Status = airlock.StatusFailed
-		e.Error = runErr.Error()
-	}
-	if err := m.cfg.Store.FinishExecution(context.WithoutCancel(ctx), e); err != nil {
-		return nil, fmt.Errorf("session: record execution result: %w", err)
-	}
-	if runErr != nil {
-		return nil, m.failure(l, runErr)
+	e, err = m.cfg.Runner.Run(ctx, e, m.execJob(l, lease, run.Program{
+		Argv:             argv,
+		Env:              env,
+		Cwd:              req.Cwd,
+		Stdin:            stdin,
+		Timeout:          timeout,
+		OutputBytes:      limits.OutputBytes,
+		MemoryLimitBytes: limits.ProcessMemoryBytes,
+		Retain:           true,
+	}, obs))
+	if err != nil {
+		return nil, m.failure(l, err)
 	}
 	return e, nil
+}
+
+// execJob is the run of a program in a session: it is listed as running
+// (for GET and signals) while it runs, ends with the session, and lives
+// on when the server detaches.
+func (m *Manager) execJob(l *live, target run.Target, p run.Program, obs airlock.ExecObserver) run.Job {
+	return run.Job{
+		Target:   target,
+		Program:  p,
+		Observer: obs,
+		Started:  m.tracker(l),
+		Ended:    l.ended,
+		Detached: l.detached,
+	}
+}
+
+// tracker returns the Started hook that lists a session's running
+// program; the program is dropped from the list when it ends.
+func (m *Manager) tracker(l *live) func(pid int, executionID string, p *protocol.Process) {
+	return func(pid int, executionID string, p *protocol.Process) {
+		if pid <= 0 {
+			return
+		}
+		l.mu.Lock()
+		l.procs[pid] = &running{p: p, executionID: executionID, started: time.Now()}
+		l.mu.Unlock()
+		go func() {
+			select {
+			case <-p.Done():
+			case <-l.ended:
+			}
+			l.mu.Lock()
+			if r := l.procs[pid]; r != nil && r.p == p {
+				delete(l.procs, pid)
+			}
+			l.mu.Unlock()
+		}()
+	}
 }
 
 // failure is the API error of a call that failed because of its session:
 // session-ended if the session ended meanwhile, else what went wrong.
 func (m *Manager) failure(l *live, err error) error {
+	if errors.Is(err, run.ErrEnded) {
+		<-l.ended
+	}
 	select {
 	case <-l.ended:
 	default:
-		if l.sb != nil {
+		if sb := l.sb(); sb != nil {
 			select {
-			case <-l.sb.Done():
+			case <-sb.Done():
 				// The sandbox died; let the watcher record why before we
 				// answer.
 				select {
@@ -162,89 +152,6 @@ func (m *Manager) failure(l *live, err error) error {
 		return err
 	}
 	return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "sandbox-failed", Message: "the session's sandbox did not answer", Err: err}
-}
-
-func (m *Manager) runExec(ctx context.Context, l *live, sb airlock.Sandbox, e *airlock.Execution, req airlock.SessionExecRequest, argv, env []string, timeout time.Duration, limits airlock.SessionLimits, obs airlock.ExecObserver) error {
-	stdout := &capture{max: limits.OutputBytes}
-	stderr := &capture{max: limits.OutputBytes}
-	if obs != nil {
-		stdout.observe, stderr.observe = obs.Stdout, obs.Stderr
-	}
-	start := time.Now()
-	p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{
-		Argv:             argv,
-		Env:              env,
-		Cwd:              req.Cwd,
-		Stdin:            req.Stdin != "",
-		TimeoutMS:        timeout.Milliseconds(),
-		MemoryLimitBytes: limits.ProcessMemoryBytes,
-	}, stdout, stderr)
-	if err != nil {
-		return fmt.Errorf("start program: %w", err)
-	}
-	pid := p.PID()
-	if pid > 0 {
-		l.mu.Lock()
-		l.procs[pid] = &running{p: p, executionID: e.ID, started: start}
-		l.mu.Unlock()
-		defer func() {
-			l.mu.Lock()
-			delete(l.procs, pid)
-			l.mu.Unlock()
-		}()
-	}
-	if obs != nil {
-		obs.Started(e.ID, pid)
-	}
-	if req.Stdin != "" {
-		p.Write([]byte(req.Stdin))
-		p.CloseStdin()
-	}
-	deadline := time.NewTimer(timeout + killGrace)
-	defer deadline.Stop()
-	var status protocol.ExitStatus
-	var waitErr error
-	select {
-	case <-p.Done():
-		status, waitErr = p.Wait(ctx)
-	case <-deadline.C:
-		// The agent did not report its own kill: kill the group from here
-		// and give the report a moment.
-		p.Signal(int(syscall.SIGKILL))
-		e.TimedOut = true
-		select {
-		case <-p.Done():
-			status, waitErr = p.Wait(ctx)
-		case <-time.After(killGrace):
-			waitErr = errors.New("the program did not end after its timeout")
-		}
-	case <-ctx.Done():
-		// The caller went away: nobody will read the result.
-		p.Signal(int(syscall.SIGKILL))
-		return fmt.Errorf("the client went away; the program was killed: %w", ctx.Err())
-	case <-l.ended:
-		return errors.New("the session ended while the program ran")
-	}
-	e.DurationMS = time.Since(start).Milliseconds()
-	if waitErr != nil && !e.TimedOut {
-		return waitErr
-	}
-	if st, err := sb.Stats(ctx); err == nil {
-		e.PeakMemoryMB = mib(st.PeakMemoryBytes)
-		e.OOMKilled = st.OOMKilled
-	}
-	if waitErr == nil {
-		e.ExitCode = status.Code
-		e.TimedOut = e.TimedOut || status.TimedOut
-		if status.Error != "" {
-			stderr.Write([]byte("airlock: " + status.Error + "\n"))
-		}
-	} else {
-		e.ExitCode = 137
-	}
-	e.Stdout, e.StdoutTruncated = stdout.result()
-	e.Stderr, e.StderrTruncated = stderr.result()
-	return nil
 }
 
 // SignalExec delivers a signal to the process group of a program running

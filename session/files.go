@@ -89,7 +89,7 @@ func (m *Manager) PutFile(ctx context.Context, tenant *airlock.Tenant, id, path 
 	}
 	defer end()
 	l.mu.Lock()
-	disk, sb := l.rec.Limits.DiskBytes, l.sb
+	disk, sb := l.rec.Limits.DiskBytes, l.sb()
 	l.mu.Unlock()
 	if size > disk {
 		return nil, airlock.Problem(airlock.ETOOLARGE, "file-too-large", "the file is %d bytes; the session's disk holds %d", size, disk)
@@ -138,7 +138,7 @@ func (m *Manager) GetFile(ctx context.Context, tenant *airlock.Tenant, id, path 
 		return 0, err
 	}
 	defer end()
-	agent := l.sb.Agent()
+	agent := l.sb().Agent()
 	info, err := agent.Stat(ctx, path)
 	if err != nil {
 		return 0, m.fileFailure(l, path, err)
@@ -181,7 +181,7 @@ func (m *Manager) ListFiles(ctx context.Context, tenant *airlock.Tenant, id, pat
 		return nil, err
 	}
 	defer end()
-	entries, more, err := l.sb.Agent().List(ctx, path)
+	entries, more, err := l.sb().Agent().List(ctx, path)
 	if err != nil {
 		var re *protocol.RemoteError
 		if errors.As(err, &re) && re.Code == "refused" {
@@ -223,7 +223,7 @@ func (m *Manager) DeleteFile(ctx context.Context, tenant *airlock.Tenant, id, pa
 		return err
 	}
 	defer end()
-	if err := l.sb.Agent().Remove(ctx, path); err != nil {
+	if err := l.sb().Agent().Remove(ctx, path); err != nil {
 		return m.fileFailure(l, path, err)
 	}
 	return nil

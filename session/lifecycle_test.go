@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -193,18 +196,16 @@ func TestReaperRunsOnItsOwn(t *testing.T) {
 	t.Fatal("an idle session was not reaped")
 }
 
-// A restarted server ends the sessions the previous run left, cleanly,
-// and records why; a session still being made fails and frees its
-// idempotency key. The crash is simulated as it happens: the old run's
-// store handle goes away with it, a new backend on the same state
-// directory reconciles away the old sandboxes (whose agent channel died
-// with the old process), then a new session manager recovers.
-func TestRestartEndsSessions(t *testing.T) {
+// A restarted server takes back the sessions the previous run left: the
+// same ID, files, interpreter state and deadline, and a program that was
+// running adopted with its whole output; a session whose sandbox died
+// while no server ran is ended with the reason, one still being made
+// fails and frees its idempotency key, and a deleted one is not touched.
+// The first server lets go as a clean stop that keeps sessions does
+// (Detach); the e2e tests kill a real airlockd with SIGKILL.
+func TestRestartReattachesSessions(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "base")
-	ctx := ctxFor(t, 2*time.Minute)
 	dir, err := os.MkdirTemp("", "airlock-restart-")
 	if err != nil {
 		t.Fatal(err)
@@ -218,106 +219,185 @@ func TestRestartEndsSessions(t *testing.T) {
 		}
 		return b
 	}
-	var second *gvisor.Backend
+	// Registered first, so it runs last: nothing of any sandbox is left.
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if second == nil {
-			second = newBackend()
-		}
-		second.Reconcile(cctx)
-		if err := second.CheckClean(cctx); err != nil {
+		b := newBackend()
+		b.Reconcile(cctx)
+		if err := b.CheckClean(cctx); err != nil {
 			t.Errorf("host not clean: %v", err)
 		}
-		second.RemoveAll()
+		b.RemoveAll()
 		os.RemoveAll(dir)
 	})
-	dbPath := filepath.Join(t.TempDir(), "airlock.db")
-	db1, err := sqlite.Open(ctx, sqlite.Config{Path: dbPath})
+	ctx := ctxFor(t, 4*time.Minute)
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "airlock.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant := &airlock.Tenant{Name: "t"}
-	if err := db1.CreateTenant(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { db.Close() })
 
 	// The first run.
-	m1, err := session.New(session.Config{Backend: newBackend(), Images: images, Store: db1, Sessions: db1, Logger: logger})
+	first := newStackWith(t, teststack.Options{Backend: newBackend(), Store: db})
+	a, c := first.a.tenant, first.a.c
+	m1 := first.mgr
+	sess := first.create(first.a, airlock.CreateSessionRequest{Image: "python-ds", TimeoutS: 3600})
+	first.shell(first.a, sess.ID, "echo kept > state.txt")
+	py, err := c.CreateContext(ctx, sess.ID, airlock.ContextPython)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := m1.CreateSession(ctx, tenant, airlock.CreateSessionRequest{Image: "base"}, "")
-	if err != nil {
+	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x = 41 + 1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Exec(ctx, tenant, live.ID, airlock.SessionExecRequest{Shell: "echo work > w.txt"}, nil); err != nil {
+	// A program that runs through the restart: it prints before and after.
+	type result struct {
+		e   *airlock.Execution
+		err error
+	}
+	long := make(chan result, 1)
+	go func() {
+		e, err := m1.Exec(ctx, a, sess.ID, airlock.SessionExecRequest{
+			Shell: "echo before; while [ ! -e /workspace/go ]; do sleep 0.05; done; echo after; exit 7", TimeoutSec: 120,
+		}, nil)
+		long <- result{e, err}
+	}()
+	waitFor(t, 30*time.Second, "the long program to run", func() bool {
+		got, err := m1.Session(ctx, a, sess.ID)
+		return err == nil && len(got.Running) == 1
+	})
+	dead := first.create(first.a, airlock.CreateSessionRequest{Image: "base"})
+	gone := first.create(first.a, airlock.CreateSessionRequest{Image: "base"})
+	if _, err := c.DeleteSession(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	gone, _, err := m1.CreateSession(ctx, tenant, airlock.CreateSessionRequest{Image: "base"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m1.DeleteSession(ctx, tenant, gone.ID); err != nil {
-		t.Fatal(err)
-	}
-	// A creation under way when the server died: its record and its key.
-	making := &airlock.Session{TenantID: tenant.ID, Image: "base", Size: airlock.SizeSmall, IdempotencyKey: "k1", RequestHash: "h"}
-	if err := db1.CreateSession(ctx, making); err != nil {
+	// A creation under way when the server went: its record and its key.
+	making := &airlock.Session{TenantID: a.ID, Image: "base", Size: airlock.SizeSmall, IdempotencyKey: "k1", RequestHash: "h"}
+	if err := db.CreateSession(ctx, making); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, ok, err := db1.ClaimIdempotencyKey(ctx, &airlock.IdempotencyKey{TenantID: tenant.ID, Key: "k1", RequestHash: "h", SessionID: making.ID, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil || !ok {
+	if _, ok, err := db.ClaimIdempotencyKey(ctx, &airlock.IdempotencyKey{TenantID: a.ID, Key: "k1", RequestHash: "h", SessionID: making.ID, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 
-	// The crash, and the next start.
-	db1.Close()
-	defer m1.Close(context.Background()) // its writes fail: its store is gone
-	second = newBackend()
-	ids, err := second.Reconcile(ctx)
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("reconcile ended %v, %v", ids, err)
-	}
-	db2, err := sqlite.Open(ctx, sqlite.Config{Path: dbPath})
-	if err != nil {
+	// The first server lets go; the call it was serving ends, the program
+	// goes on.
+	if err := m1.Detach(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer db2.Close()
-	m2, err := session.New(session.Config{Backend: second, Images: images, Store: db2, Sessions: db2, Logger: logger})
+	if r := <-long; airlock.ErrorCode(r.err) != airlock.EUNAVAILABLE || !strings.Contains(airlock.ErrorMessage(r.err), "restarting") {
+		t.Fatalf("the exec running at the detach: %+v %v", r.e, r.err)
+	}
+	// One sandbox dies while no server runs.
+	killSandbox(t, "ss-"+dead.ID)
+
+	// The next start.
+	second := newBareStack(t, teststack.Options{Backend: newBackend(), Store: db})
+	m2 := second.mgr
+	rep, err := m2.Recover(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("recover: %v", err)
 	}
-	defer m2.Close(context.Background())
-	n, err := m2.Recover(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("recover: %d %v", n, err)
+	if rep.Reattached != 1 || rep.Ended != 2 || rep.Adopted != 1 {
+		t.Errorf("recovery: %+v, want 1 reattached, 2 ended (dead sandbox, creation), 1 adopted", rep)
 	}
-	got, err := m2.Session(ctx, tenant, live.ID)
-	if err != nil || got.State != airlock.SessionDestroyed || got.EndReason != airlock.EndServerRestarted || got.EndedAt == nil || got.EndDetail == "" {
-		t.Fatalf("live session after the restart: %+v %v", got, err)
+	if ids, err := second.Provisioner.Reconcile(ctx); err != nil || len(ids) != 1 || ids[0] != "ss-"+dead.ID {
+		t.Errorf("the reconciler after recovery ended %v (%v), want only the dead session's sandbox", ids, err)
 	}
-	got, err = m2.Session(ctx, tenant, making.ID)
-	if err != nil || got.State != airlock.SessionFailed || got.EndReason != airlock.EndServerRestarted {
-		t.Fatalf("session being made at the crash: %+v %v", got, err)
+	c2 := second.newClientFor(first.a)
+	a2 := tenantClient{tenant: a, key: first.a.key, c: c2}
+	got, err := c2.Session(ctx, sess.ID)
+	if err != nil || got.State != airlock.SessionBusy || !got.ExpiresAt.Equal(sess.ExpiresAt) || got.Backend != "gvisor" {
+		t.Fatalf("the session after the restart: %+v %v (created %+v)", got, err, sess)
 	}
-	if _, ok, _ := db2.ClaimIdempotencyKey(ctx, &airlock.IdempotencyKey{TenantID: tenant.ID, Key: "k1", RequestHash: "h2", SessionID: "new", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); !ok {
-		t.Fatal("the failed creation's idempotency key was not freed")
+	if e := second.shell(a2, sess.ID, "cat state.txt"); e.Stdout != "kept\n" {
+		t.Errorf("file after the restart: %+v", e)
 	}
-	if got, _ := m2.Session(ctx, tenant, gone.ID); got.EndReason != airlock.EndDeleted {
-		t.Fatalf("an ended session was touched: %+v", got)
+	ctxs, err := c2.ListContexts(ctx, sess.ID)
+	if err != nil || len(ctxs) != 1 || ctxs[0].ID != py.ID {
+		t.Fatalf("contexts after the restart: %+v %v", ctxs, err)
 	}
-	if n, _ := m2.Recover(ctx); n != 0 {
-		t.Fatalf("a second recovery ended %d", n)
+	if r, err := c2.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x"}); err != nil || r.Value != "42" {
+		t.Errorf("interpreter state after the restart: %+v %v", r, err)
 	}
-	// The new server answers for the ended session with a clear problem.
-	_, err = m2.Exec(ctx, tenant, live.ID, airlock.SessionExecRequest{Shell: "cat w.txt"}, nil)
-	if airlock.ErrorCode(err) != airlock.ECONFLICT || !strings.Contains(airlock.ErrorMessage(err), "server_restarted") {
-		t.Fatalf("exec after the restart: %v", err)
+	// The adopted program finishes, and its record has all of its output.
+	second.shell(a2, sess.ID, "touch /workspace/go")
+	waitFor(t, 30*time.Second, "the adopted program's record", func() bool {
+		page, err := c2.ListExecutions(ctx, 0, "")
+		if err != nil {
+			return false
+		}
+		for _, e := range page.Executions {
+			if e.Status == airlock.StatusCompleted && e.ExitCode == 7 {
+				full, err := c2.Execution(ctx, e.ID) // a list leaves the output out
+				if err != nil || full.Stdout != "before\nafter\n" || full.SessionID != sess.ID || full.Backend != "gvisor" {
+					t.Errorf("adopted program: %+v %v", full, err)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 10*time.Second, "the session to be ready", func() bool {
+		got, err := c2.Session(ctx, sess.ID)
+		return err == nil && got.State == airlock.SessionReady
+	})
+	for _, id := range []string{dead.ID, making.ID} {
+		got, err := c2.Session(ctx, id)
+		if err != nil || got.State.Live() || got.EndReason != airlock.EndServerRestarted || got.EndDetail == "" {
+			t.Errorf("session %s after the restart: %+v %v", id, got, err)
+		}
 	}
-	// And makes new sessions as usual.
-	fresh, created, err := m2.CreateSession(ctx, tenant, airlock.CreateSessionRequest{Image: "base"}, "")
-	if err != nil || !created || fresh.State != airlock.SessionReady {
-		t.Fatalf("new session after the restart: %+v %v", fresh, err)
+	if _, ok, _ := db.ClaimIdempotencyKey(ctx, &airlock.IdempotencyKey{TenantID: a.ID, Key: "k1", RequestHash: "h2", SessionID: "new", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); !ok {
+		t.Error("the failed creation's idempotency key was not freed")
+	}
+	if got, _ := c2.Session(ctx, gone.ID); got.EndReason != airlock.EndDeleted {
+		t.Errorf("an ended session was touched: %+v", got)
+	}
+	if rep, _ := m2.Recover(ctx); rep != (session.Recovery{}) {
+		t.Errorf("a second recovery did %+v", rep)
+	}
+	// The ended session answers with a clear problem; new sessions work.
+	_, err = c2.Exec(ctx, dead.ID, airlock.SessionExecRequest{Shell: "true"})
+	wantProblem(t, "exec in the ended session", err, 409, "session-ended")
+	second.create(a2, airlock.CreateSessionRequest{Image: "base"})
+}
+
+// killSandbox kills the runsc sandbox process of a sandbox, as if it died
+// on its own.
+func killSandbox(t *testing.T, id string) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	killed := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(b), "runsc-sandbox") {
+			continue
+		}
+		if strings.HasSuffix(string(b), "\x00"+id+"\x00") {
+			pid, _ := strconv.Atoi(e.Name())
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no sandbox process of %s", id)
+	}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(wait)
 	}
 }

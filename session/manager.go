@@ -10,16 +10,16 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/provision"
 )
 
 // Manager runs the sessions of this node. It is safe for concurrent use.
 type Manager struct {
 	cfg Config
 
-	mu        sync.Mutex
-	live      map[string]*live // by session ID, creating to destroying
-	perTenant map[string]int   // live sessions by tenant ID
-	closed    bool
+	mu     sync.Mutex
+	live   map[string]*live // by session ID, creating to destroying
+	closed bool
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -31,12 +31,24 @@ var _ airlock.SessionService = (*Manager)(nil)
 // live is a session this process holds a sandbox for.
 type live struct {
 	mu       sync.Mutex
-	rec      airlock.Session // the record as last written (State is the truth)
-	sb       airlock.Sandbox // nil while creating
-	inflight int             // calls running now
+	rec      airlock.Session  // the record as last written (State is the truth)
+	lease    *provision.Lease // nil while creating
+	inflight int              // calls running now
 	procs    map[int]*running
 	contexts map[string]*codeContext
 	ended    chan struct{} // closed once the session is final
+	// detached is closed when the server lets go of the session's
+	// sandbox at a clean stop: calls end, programs go on.
+	detached     chan struct{}
+	detachedOnce sync.Once
+}
+
+// sb is the session's sandbox (nil while creating).
+func (l *live) sb() airlock.Sandbox {
+	if l.lease == nil {
+		return nil
+	}
+	return l.lease.Sandbox()
 }
 
 // running is an exec in progress, for signals and GET.
@@ -47,89 +59,34 @@ type running struct {
 }
 
 // New returns a manager and starts its reaper. Call Recover before
-// serving, and Close at shutdown.
+// serving, and Close or Detach at shutdown.
 func New(cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m := &Manager{
-		cfg:       cfg,
-		live:      map[string]*live{},
-		perTenant: map[string]int{},
-		stop:      make(chan struct{}),
+		cfg:  cfg,
+		live: map[string]*live{},
+		stop: make(chan struct{}),
 	}
 	m.wg.Add(1)
 	go m.reaper()
 	return m, nil
 }
 
-// Recover ends the sessions an earlier run of the server left live in the
-// store, and returns how many it ended. Call it once at start, after the
-// node's reconciler has ended every sandbox a previous run left (the
-// backend's Reconcile).
-//
-// Sessions are ended, not reattached: the agent's only channel is the
-// stdio of the `runsc run` process the server started, and it dies with
-// the server, after which the agent reads EOF and the sandbox exits. A
-// session that survives a restart needs the agent on a socket in the
-// sandbox's run directory and a backend that can find the sandbox again;
-// until then each such session is recorded as destroyed (failed if it was
-// still being created) with end reason server_restarted, and its
-// idempotency key, if it was still being created, is freed for a retry.
-func (m *Manager) Recover(ctx context.Context) (int, error) {
-	left, err := m.cfg.Sessions.LiveSessions(ctx)
-	if err != nil {
-		return 0, err
+func newLive(rec airlock.Session) *live {
+	return &live{
+		rec:      rec,
+		procs:    map[int]*running{},
+		contexts: map[string]*codeContext{},
+		ended:    make(chan struct{}),
+		detached: make(chan struct{}),
 	}
-	now := m.cfg.Now().UTC()
-	n := 0
-	var errs []error
-	for _, s := range left {
-		m.mu.Lock()
-		_, ours := m.live[s.ID]
-		m.mu.Unlock()
-		if ours {
-			continue
-		}
-		final := airlock.SessionDestroyed
-		if s.State == airlock.SessionCreating {
-			final = airlock.SessionFailed
-		}
-		if s.State.Live() && final == airlock.SessionDestroyed {
-			s.State = airlock.SessionDestroying // the path the state machine allows
-		}
-		if err := s.State.Transition(final); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s.State = final
-		s.EndedAt = &now
-		if s.EndReason == "" {
-			s.EndReason = airlock.EndServerRestarted
-			s.EndDetail = "the server restarted; the sandbox could not be reattached and was ended cleanly"
-		} else {
-			s.EndDetail = "ended while the server restarted: " + s.EndDetail
-		}
-		if err := m.cfg.Sessions.UpdateSession(ctx, s); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if final == airlock.SessionFailed && s.IdempotencyKey != "" {
-			if err := m.cfg.Sessions.ReleaseIdempotencyKey(ctx, s.TenantID, s.IdempotencyKey, s.ID); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		n++
-	}
-	if n > 0 {
-		m.cfg.Logger.Warn("sessions an earlier run left were ended", "count", n)
-	}
-	return n, errors.Join(errs...)
 }
 
-// Close stops the reaper and destroys every live session (end reason
-// shutdown). New requests are refused from the start of Close.
-func (m *Manager) Close(ctx context.Context) error {
+// shutdown refuses new requests and stops the reaper; it returns the
+// sessions held now.
+func (m *Manager) shutdown() []*live {
 	m.mu.Lock()
 	m.closed = true
 	all := make([]*live, 0, len(m.live))
@@ -139,13 +96,73 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.stopOnce.Do(func() { close(m.stop) })
 	m.wg.Wait()
+	return all
+}
+
+// Close stops the reaper and destroys every live session (end reason
+// shutdown). New requests are refused from the start of Close.
+func (m *Manager) Close(ctx context.Context) error {
+	all := m.shutdown()
+	return m.each(all, func(l *live) error {
+		return m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down")
+	})
+}
+
+// Detach stops the reaper and lets go of every live session without
+// ending it: calls running now end with a server-restarting problem, the
+// programs they started go on (their records stay open for the next
+// start to adopt), and the sandboxes keep running for the next start to
+// reattach (Recover). Sessions still being made are destroyed. A session
+// whose backend cannot outlive the server is destroyed (end reason
+// shutdown). New requests are refused from the start of Detach.
+func (m *Manager) Detach(ctx context.Context) error {
+	all := m.shutdown()
+	return m.each(all, func(l *live) error {
+		l.mu.Lock()
+		state := l.rec.State
+		l.mu.Unlock()
+		if state == airlock.SessionCreating || !state.Live() {
+			return m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down while the session was being made")
+		}
+		l.detachedOnce.Do(func() { close(l.detached) })
+		if err := l.lease.Detach(ctx); err != nil {
+			if errors.Is(err, airlock.ErrCannotDetach) {
+				m.cfg.Logger.Warn("a session's sandbox cannot outlive the server; it was ended", "session", l.rec.ID, "backend", l.lease.BackendName())
+				return m.endDetached(ctx, l, airlock.EndShutdown, "the server shut down and the session's backend cannot keep a sandbox without it")
+			}
+			return err
+		}
+		m.forget(l)
+		return nil
+	})
+}
+
+// endDetached records the end of a session whose sandbox is already gone
+// (destroyed by a failed Detach).
+func (m *Manager) endDetached(ctx context.Context, l *live, reason, detail string) error {
+	l.mu.Lock()
+	l.rec.EndReason, l.rec.EndDetail = reason, detail
+	m.move(ctx, l, airlock.SessionDestroying)
+	l.mu.Unlock()
+	return m.finish(ctx, l, nil, airlock.SessionDestroyed)
+}
+
+// forget drops a session from this process (its record stays as it is).
+func (m *Manager) forget(l *live) {
+	m.mu.Lock()
+	delete(m.live, l.rec.ID)
+	m.mu.Unlock()
+}
+
+// each runs f for every session at once and joins the errors.
+func (m *Manager) each(all []*live, f func(*live) error) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, len(all))
 	for _, l := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down")
+			errc <- f(l)
 		}()
 	}
 	wg.Wait()
@@ -171,11 +188,15 @@ func ended(s *airlock.Session) error {
 	return airlock.Problem(airlock.ECONFLICT, "session-ended", "session %s has ended (%s)", s.ID, why)
 }
 
+func shuttingDown() error {
+	return airlock.Problem(airlock.EUNAVAILABLE, provision.ProblemShuttingDown, "the server is shutting down; retry in a moment").RetryLater(5 * time.Second)
+}
+
 // lookup returns the tenant's live session, or the error for one that is
 // missing, another tenant's (the same not-found) or ended.
 func (m *Manager) lookup(ctx context.Context, tenant *airlock.Tenant, id string) (*live, error) {
 	m.mu.Lock()
-	l := m.live[id]
+	l, closed := m.live[id], m.closed
 	m.mu.Unlock()
 	if l != nil {
 		l.mu.Lock()
@@ -194,9 +215,12 @@ func (m *Manager) lookup(ctx context.Context, tenant *airlock.Tenant, id string)
 		return nil, err
 	}
 	if s.State.Live() {
+		if closed {
+			return nil, shuttingDown()
+		}
 		// Recorded live but not held by this process: left by an earlier
-		// run and not yet recovered.
-		return nil, airlock.Problem(airlock.EUNAVAILABLE, "session-unavailable", "session %s is not held by this server", id)
+		// run and not (yet) recovered.
+		return nil, airlock.Problem(airlock.EUNAVAILABLE, "session-unavailable", "session %s is not held by this server", id).RetryLater(5 * time.Second)
 	}
 	return nil, ended(s)
 }
@@ -219,34 +243,54 @@ func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) 
 		l.mu.Unlock()
 		return nil, nil, ended(&rec)
 	}
+	select {
+	case <-l.detached:
+		l.mu.Unlock()
+		return nil, nil, shuttingDown()
+	default:
+	}
+	m.enter(ctx, l)
+	l.mu.Unlock()
+	var once sync.Once
+	return l, func() { once.Do(func() { m.end(l) }) }, nil
+}
+
+// enter counts a call in (l.mu held): the session is busy while any runs.
+func (m *Manager) enter(ctx context.Context, l *live) {
 	l.inflight++
 	l.rec.LastActiveAt = m.cfg.Now().UTC()
 	if l.rec.State == airlock.SessionReady {
 		m.move(ctx, l, airlock.SessionBusy)
 	}
-	l.mu.Unlock()
-	var once sync.Once
-	return l, func() { once.Do(func() { m.end(l) }) }, nil
 }
 
 // end finishes a call: usage is brought up to date, and the session is
 // ready again once no call runs.
 func (m *Manager) end(l *live) {
 	var st airlock.Stats
-	var stErr error
-	if l.sb != nil {
-		st, stErr = l.sb.Stats(context.Background())
+	var stErr error = errors.New("no sandbox")
+	if sb := l.sb(); sb != nil {
+		st, stErr = sb.Stats(context.Background())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight--
 	l.rec.LastActiveAt = m.cfg.Now().UTC()
-	if stErr == nil && l.sb != nil {
+	if stErr == nil {
 		l.rec.Usage.CPUMS = st.CPUTime.Milliseconds()
 		l.rec.Usage.PeakMemoryMB = max(l.rec.Usage.PeakMemoryMB, mib(st.PeakMemoryBytes))
 	}
-	if l.inflight == 0 && l.rec.State == airlock.SessionBusy {
+	if l.inflight == 0 && l.rec.State == airlock.SessionBusy && !isClosed(l.detached) {
 		m.move(context.Background(), l, airlock.SessionReady)
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -280,7 +324,7 @@ func (m *Manager) snapshot(ctx context.Context, l *live) *airlock.Session {
 	var st airlock.Stats
 	var stErr error = errors.New("no sandbox")
 	l.mu.Lock()
-	sb := l.sb
+	sb := l.sb()
 	l.mu.Unlock()
 	if sb != nil {
 		st, stErr = sb.Stats(ctx)
@@ -321,22 +365,22 @@ func (m *Manager) destroy(ctx context.Context, l *live, final airlock.SessionSta
 	}
 	l.rec.EndReason, l.rec.EndDetail = reason, detail
 	m.move(ctx, l, airlock.SessionDestroying)
-	sb := l.sb
+	lease := l.lease
 	l.mu.Unlock()
-	return m.finish(ctx, l, sb, final)
+	return m.finish(ctx, l, lease, final)
 }
 
 // finish destroys the sandbox of a destroying session and makes it final.
-func (m *Manager) finish(ctx context.Context, l *live, sb airlock.Sandbox, final airlock.SessionState) error {
+func (m *Manager) finish(ctx context.Context, l *live, lease *provision.Lease, final airlock.SessionState) error {
 	var err error
-	if sb != nil {
-		if st, serr := sb.Stats(ctx); serr == nil {
+	if lease != nil {
+		if st, serr := lease.Sandbox().Stats(ctx); serr == nil {
 			l.mu.Lock()
 			l.rec.Usage.CPUMS = st.CPUTime.Milliseconds()
 			l.rec.Usage.PeakMemoryMB = max(l.rec.Usage.PeakMemoryMB, mib(st.PeakMemoryBytes))
 			l.mu.Unlock()
 		}
-		err = sb.Destroy(ctx)
+		err = lease.Destroy(ctx)
 	}
 	l.mu.Lock()
 	if err != nil {
@@ -347,14 +391,8 @@ func (m *Manager) finish(ctx context.Context, l *live, sb airlock.Sandbox, final
 	now := m.cfg.Now().UTC()
 	l.rec.EndedAt = &now
 	m.move(ctx, l, final)
-	tenant := l.rec.TenantID
 	l.mu.Unlock()
-	m.mu.Lock()
-	delete(m.live, l.rec.ID)
-	if m.perTenant[tenant]--; m.perTenant[tenant] <= 0 {
-		delete(m.perTenant, tenant)
-	}
-	m.mu.Unlock()
+	m.forget(l)
 	close(l.ended)
 	return err
 }
@@ -368,13 +406,16 @@ func joinDetail(a, b string) string {
 
 // watch fails a session whose sandbox exits on its own.
 func (m *Manager) watch(l *live) {
+	sb := l.sb()
 	select {
-	case <-l.sb.Done():
+	case <-sb.Done():
 	case <-l.ended:
+		return
+	case <-l.detached:
 		return
 	}
 	reason, detail := airlock.EndSandboxExited, "the sandbox exited on its own"
-	if st, err := l.sb.Stats(context.Background()); err == nil && st.OOMKilled {
+	if st, err := sb.Stats(context.Background()); err == nil && st.OOMKilled {
 		reason, detail = airlock.EndOutOfMemory, "the sandbox as a whole ran out of memory and was killed"
 	}
 	m.destroy(context.Background(), l, airlock.SessionFailed, reason, detail)

@@ -2,62 +2,12 @@ package session
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"strconv"
 
 	"github.com/airlockhq/airlock"
 )
 
 var _ airlock.SessionNetworkService = (*Manager)(nil)
-
-// networkFor checks a create request's network and broker scopes against
-// what this node offers, and returns the session's policy and whether its
-// sandbox needs a network (an allow list, or broker scopes: the broker is
-// reached through the egress proxy).
-func (m *Manager) networkFor(req airlock.CreateSessionRequest) (airlock.NetworkPolicy, bool, error) {
-	pol := airlock.NetworkPolicy{Mode: airlock.NetworkNone}
-	if req.Network != nil {
-		pol = *req.Network
-	}
-	need := pol.Mode == airlock.NetworkAllowList || len(req.BrokerScopes) > 0
-	if !need {
-		return pol, false, nil
-	}
-	if m.cfg.Egress == nil || m.cfg.EgressLog == nil {
-		if len(req.BrokerScopes) > 0 && pol.Mode != airlock.NetworkAllowList {
-			return pol, false, airlock.Problem(airlock.EFORBIDDEN, "broker-unavailable", "this node runs no credential broker")
-		}
-		return pol, false, airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "this node has no egress proxy: sessions here have no network (use mode \"none\")")
-	}
-	if !slices.Contains(m.cfg.Backend.Capabilities().NetworkModes, airlock.NetworkAllowList) {
-		return pol, false, airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "the %s backend cannot give a sandbox a network", m.cfg.Backend.Name())
-	}
-	for _, sc := range req.BrokerScopes {
-		if !m.cfg.Egress.HasBrokerScope(sc) {
-			return pol, false, airlock.Problem(airlock.EINVALID, "unknown-broker-scope", "the credential broker of this node has no scope %q", sc)
-		}
-	}
-	return pol, true, nil
-}
-
-// attach makes the network of a session's sandbox.
-func (m *Manager) attach(ctx context.Context, tenant *airlock.Tenant, id string, pol airlock.NetworkPolicy, scopes []string) (airlock.NetworkAttachment, error) {
-	att, err := m.cfg.Egress.Attach(ctx, airlock.NetworkRequest{
-		TenantID:     tenant.ID,
-		SessionID:    id,
-		Policy:       pol,
-		BrokerScopes: scopes,
-	})
-	if err != nil {
-		var ae *airlock.Error
-		if errors.As(err, &ae) {
-			return nil, err
-		}
-		return nil, &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "network-failed", Message: "the session's network could not be made", Err: err}
-	}
-	return att, nil
-}
 
 // networkOf returns the network of a live session's sandbox, or nil.
 func networkOf(sb airlock.Sandbox) airlock.NetworkAttachment {
@@ -82,7 +32,7 @@ func (m *Manager) SetSessionNetwork(ctx context.Context, tenant *airlock.Tenant,
 		return nil, err
 	}
 	l.mu.Lock()
-	state, sb := l.rec.State, l.sb
+	state, sb := l.rec.State, l.sb()
 	l.mu.Unlock()
 	switch {
 	case state == airlock.SessionCreating:

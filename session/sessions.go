@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provision"
 )
 
 // idempotencyPoll is how often a retry checks on the request that holds
@@ -73,10 +75,11 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	if err != nil {
 		return nil, false, err
 	}
-	netPolicy, needNetwork, err := m.networkFor(req)
-	if err != nil {
-		return nil, false, err
+	netPolicy := airlock.NetworkPolicy{Mode: airlock.NetworkNone}
+	if req.Network != nil {
+		netPolicy = *req.Network
 	}
+	needNetwork := netPolicy.HasNetwork() || len(req.BrokerScopes) > 0
 	imageName := req.Image
 	if imageName == "" {
 		imageName = m.cfg.DefaultImage
@@ -100,55 +103,49 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 			}
 		}
 	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		release()
+		return nil, false, shuttingDown()
+	}
+	// Admission and the backend, within the tenant's isolation floor, as
+	// for every sandbox of the node.
+	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
+		Kind: provision.Session, Tenant: tenant, Isolation: req.Isolation,
+		Network: netPolicy.HasNetwork(), BrokerScopes: req.BrokerScopes,
+	})
+	if err != nil {
+		release()
+		return nil, false, err
+	}
 
 	now := m.cfg.Now().UTC()
-	l := &live{
-		rec: airlock.Session{
-			ID:             id,
-			TenantID:       tenant.ID,
-			Image:          img.Name,
-			Size:           size,
-			State:          airlock.SessionCreating,
-			Limits:         limits,
-			Network:        netPolicy,
-			BrokerScopes:   req.BrokerScopes,
-			IdempotencyKey: key,
-			RequestHash:    hash,
-			CreatedAt:      now,
-			ExpiresAt:      now.Add(time.Duration(limits.TimeoutS) * time.Second),
-			LastActiveAt:   now,
-		},
-		procs:    map[int]*running{},
-		contexts: map[string]*codeContext{},
-		ended:    make(chan struct{}),
-	}
-	// Admission: the node's and the tenant's live sessions, counted with
-	// those being created.
+	l := newLive(airlock.Session{
+		ID:             id,
+		TenantID:       tenant.ID,
+		Image:          img.Name,
+		Size:           size,
+		State:          airlock.SessionCreating,
+		Limits:         limits,
+		Network:        netPolicy,
+		BrokerScopes:   req.BrokerScopes,
+		Backend:        ticket.Backend().Name(),
+		IdempotencyKey: key,
+		RequestHash:    hash,
+		CreatedAt:      now,
+		ExpiresAt:      now.Add(time.Duration(limits.TimeoutS) * time.Second),
+		LastActiveAt:   now,
+	})
 	m.mu.Lock()
-	switch {
-	case m.closed:
-		m.mu.Unlock()
-		release()
-		return nil, false, airlock.Problem(airlock.EUNAVAILABLE, "shutting-down", "the server is shutting down")
-	case len(m.live) >= m.cfg.MaxSessions:
-		m.mu.Unlock()
-		release()
-		return nil, false, airlock.Problem(airlock.EUNAVAILABLE, "node-busy", "this node runs its maximum of %d sessions; retry later", m.cfg.MaxSessions)
-	case m.perTenant[tenant.ID] >= m.cfg.MaxPerTenant:
-		m.mu.Unlock()
-		release()
-		return nil, false, airlock.Problem(airlock.ERATELIMITED, "session-quota", "the tenant has its maximum of %d live sessions; delete one first", m.cfg.MaxPerTenant)
-	}
 	m.live[id] = l
-	m.perTenant[tenant.ID]++
 	m.mu.Unlock()
 
 	rec := l.rec
 	if err := m.cfg.Sessions.CreateSession(ctx, &rec); err != nil {
-		m.mu.Lock()
-		delete(m.live, id)
-		m.perTenant[tenant.ID]--
-		m.mu.Unlock()
+		ticket.Cancel()
+		m.forget(l)
 		release()
 		close(l.ended)
 		return nil, false, err
@@ -158,20 +155,7 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	// with the same key then finds the session ready.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
 	defer cancel()
-	var att airlock.NetworkAttachment
-	var sandboxNet *airlock.SandboxNetwork
-	if needNetwork {
-		if att, err = m.attach(cctx, tenant, id, netPolicy, req.BrokerScopes); err != nil {
-			l.mu.Lock()
-			l.rec.EndReason, l.rec.EndDetail = airlock.EndCreateFailed, "the session's network could not be made"
-			l.mu.Unlock()
-			m.finish(ctx, l, nil, airlock.SessionFailed)
-			release()
-			return nil, false, err
-		}
-		sandboxNet = att.Sandbox()
-	}
-	sb, err := m.cfg.Backend.Create(cctx, airlock.SandboxSpec{
+	spec := provision.Spec{
 		ID:    "ss-" + id,
 		Image: img,
 		Limits: airlock.Limits{
@@ -179,17 +163,14 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 			MemoryBytes: limits.MemoryBytes,
 			DiskBytes:   limits.DiskBytes,
 			Pids:        limits.Pids,
-			Timeout:     time.Duration(limits.MaxLifetimeS) * time.Second,
 			OutputBytes: limits.OutputBytes,
 		},
-		Labels:  map[string]string{"airlock.session": id, "airlock.tenant": tenant.ID},
-		Network: sandboxNet,
-	})
-	if err == nil && att != nil {
-		sb = airlock.WithNetwork(sb, att) // destroying the sandbox removes its network
-	} else if att != nil {
-		att.Close(context.WithoutCancel(ctx))
+		Labels: map[string]string{"airlock.session": id, "airlock.tenant": tenant.ID},
 	}
+	if needNetwork {
+		spec.Network = &airlock.NetworkRequest{TenantID: tenant.ID, SessionID: id, Policy: netPolicy, BrokerScopes: req.BrokerScopes}
+	}
+	lease, err := ticket.Acquire(cctx, spec)
 	if err != nil {
 		m.cfg.Logger.Error("create session sandbox", "session", id, "err", err)
 		l.mu.Lock()
@@ -197,18 +178,22 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 		l.mu.Unlock()
 		m.finish(ctx, l, nil, airlock.SessionFailed)
 		release()
+		var ae *airlock.Error
+		if errors.As(err, &ae) {
+			return nil, false, err
+		}
 		return nil, false, &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "sandbox-failed", Message: "the session's sandbox could not be made; the session is recorded as failed (session " + id + ")", Err: err}
 	}
 	l.mu.Lock()
-	l.sb = sb
+	l.lease = lease
+	l.rec.StartSource = lease.StartSource()
 	if l.rec.State == airlock.SessionDestroying { // deleted while it was made
 		l.mu.Unlock()
-		m.finish(ctx, l, sb, airlock.SessionDestroyed)
+		m.finish(ctx, l, lease, airlock.SessionDestroyed)
 		s := m.snapshot(ctx, l)
 		return s, true, nil
 	}
-	now = m.cfg.Now().UTC()
-	l.rec.LastActiveAt = now
+	l.rec.LastActiveAt = m.cfg.Now().UTC()
 	m.move(ctx, l, airlock.SessionReady)
 	l.mu.Unlock()
 	go m.watch(l)
@@ -309,8 +294,14 @@ func (m *Manager) DeleteSession(ctx context.Context, tenant *airlock.Tenant, id 
 	m.mu.Lock()
 	l := m.live[id]
 	m.mu.Unlock()
-	if l == nil || l.rec.TenantID != tenant.ID {
+	if l == nil {
 		return m.Session(ctx, tenant, id)
+	}
+	l.mu.Lock()
+	owner := l.rec.TenantID
+	l.mu.Unlock()
+	if owner != tenant.ID {
+		return nil, notFound(id)
 	}
 	if err := m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndDeleted, "deleted through the API"); err != nil {
 		m.cfg.Logger.Error("delete session", "session", id, "err", err)
@@ -348,4 +339,16 @@ func (m *Manager) ExtendSession(ctx context.Context, tenant *airlock.Tenant, id 
 	m.persist(ctx, l)
 	l.mu.Unlock()
 	return m.snapshot(ctx, l), nil
+}
+
+// Warm readies sessions of an image and size ahead of requests: the
+// provisioner keeps a base snapshot and pool members of their sandbox.
+func (m *Manager) Warm(ctx context.Context, image string, size airlock.SessionSize) error {
+	img, err := m.cfg.Images.Resolve(ctx, image)
+	if err != nil {
+		return err
+	}
+	z := m.cfg.Sizes[size]
+	m.cfg.Provisioner.Warm(img, "", airlock.Limits{CPUs: z.CPUs, MemoryBytes: z.MemoryBytes, DiskBytes: z.DiskBytes, Pids: z.Pids, OutputBytes: m.cfg.OutputBytes})
+	return nil
 }

@@ -2,33 +2,30 @@ package session_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
-// stack is the session service, in-process and real: SQLite on a temp
-// file, the built images, a gVisor backend of its own, the session manager
-// and the HTTP API on a loopback server, and a typed client per tenant.
+// stack is the session service, in-process and real (teststack: SQLite on
+// a temp file, the built images, a gVisor backend of its own, the
+// provisioner, the session manager and the HTTP API on a loopback
+// server), and a typed client per tenant.
 type stack struct {
-	t       *testing.T
+	t *testing.T
+	*teststack.Stack
 	store   *sqlite.DB
 	backend *gvisor.Backend
 	mgr     *session.Manager
@@ -43,84 +40,29 @@ type tenantClient struct {
 	c      *client.Client
 }
 
-// noExecutor stands in for the one-shot manager, which these tests do not
-// use.
-type noExecutor struct{}
-
-func (noExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.ExecuteRequest) (*airlock.Execution, error) {
-	return nil, airlock.Errorf(airlock.ENOTIMPLEMENTED, "not in this test")
-}
-
 // newStack builds the service or skips when the machine lacks root, runsc
 // or images. adjust may change the session config. When the test ends
 // the manager is closed and the backend's cleanup fails the test if
 // anything of a sandbox is left on the host.
 func newStack(t *testing.T, adjust func(*session.Config)) *stack {
+	return newStackWith(t, teststack.Options{Session: adjust})
+}
+
+// newStackWith builds the service with the given options.
+func newStackWith(t *testing.T, o teststack.Options) *stack {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "python-ds")
-	testenv.Image(t, "base")
-	backend := testenv.GVisor(t) // registered first: its clean-host check runs last
-	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { blobs.Close() })
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := &stack{t: t, store: store, backend: backend}
-	s.cfg = session.Config{
-		Backend:  backend,
-		Images:   images,
-		Store:    store,
-		Sessions: store,
-		Logger:   logger,
-		// Small sessions, so tests are quick to set up and tear down.
-		Sizes: map[airlock.SessionSize]session.Size{
-			airlock.SizeSmall: {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 512 << 20, Pids: 256},
-		},
-		ReapInterval: 200 * time.Millisecond,
-	}
-	if adjust != nil {
-		adjust(&s.cfg)
-	}
-	s.mgr, err = session.New(s.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.mgr.Close(ctx); err != nil {
-			t.Errorf("close sessions: %v", err)
-		}
-	})
-	key := make([]byte, 32)
-	rand.Read(key)
-	api, err := httpapi.New(httpapi.Config{
-		Store:      store,
-		Blobs:      blobs,
-		Executor:   noExecutor{},
-		Sessions:   s.mgr,
-		SigningKey: key,
-		Logger:     logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.srv = httptest.NewServer(api.Handler())
-	t.Cleanup(s.srv.Close)
+	s := newBareStack(t, o)
 	s.a = s.newTenant("tenant-a")
 	s.b = s.newTenant("tenant-b")
 	return s
+}
+
+// newBareStack builds the service without making tenants (a second run
+// on the store of a first).
+func newBareStack(t *testing.T, o teststack.Options) *stack {
+	t.Helper()
+	st := teststack.New(t, o)
+	return &stack{t: t, Stack: st, store: st.Store, backend: st.Backend, mgr: st.Sessions, cfg: st.SessionCfg, srv: st.Server}
 }
 
 func (s *stack) newTenant(name string) tenantClient {
@@ -223,3 +165,14 @@ func (s *stack) checkClean() {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// newClientFor is a client of this stack with tc's key (a tenant of
+// another stack on the same store).
+func (s *stack) newClientFor(tc tenantClient) *client.Client {
+	s.t.Helper()
+	c, err := client.New(client.Config{BaseURL: s.srv.URL, APIKey: tc.key})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}

@@ -273,17 +273,41 @@ func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]
 	return es, nil
 }
 
-// FailRunningExecutions marks every running execution failed with the
-// reason, finished now, and returns how many it marked.
+// FailRunningExecutions marks failed, with the reason and finished now,
+// every running execution that is not of a live session, and returns how
+// many it marked. Executions of live sessions are the session service's
+// to adopt or fail when it recovers them.
 func (db *DB) FailRunningExecutions(ctx context.Context, reason string) (int, error) {
 	res, err := db.write.ExecContext(ctx, `UPDATE executions
 		SET status = 'failed', error = ?, finished_at = ?
-		WHERE status = 'running'`, reason, nanos(db.now()))
+		WHERE status = 'running' AND (session_id = '' OR session_id NOT IN
+			(SELECT id FROM sessions WHERE state IN ('creating', 'ready', 'busy')))`, reason, nanos(db.now()))
 	if err != nil {
 		return 0, wrap("fail running executions", err)
 	}
 	n, err := res.RowsAffected()
 	return int(n), wrap("fail running executions", err)
+}
+
+// RunningExecutions returns the session's executions recorded as running,
+// oldest first (without artifacts: a running execution has none yet).
+func (db *DB) RunningExecutions(ctx context.Context, sessionID string) ([]*airlock.Execution, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE status = 'running' AND session_id = ? ORDER BY created_at, exec_id`, sessionID)
+	if err != nil {
+		return nil, wrap("list running executions", err)
+	}
+	defer rows.Close()
+	var out []*airlock.Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, wrap("list running executions", err)
+		}
+		e.Artifacts = []airlock.Artifact{}
+		out = append(out, e)
+	}
+	return out, wrap("list running executions", rows.Err())
 }
 
 func executionNotFound(id string) error {

@@ -421,3 +421,48 @@ func TestTwoHandlesShareFile(t *testing.T) {
 		t.Errorf("listed %d, %v; want 100", len(page), err)
 	}
 }
+
+// Executions of a live session are left to the session service (which
+// adopts or fails them when it recovers); those of an ended session are
+// failed with the one-shot ones.
+func TestRunningExecutionsOfSessions(t *testing.T) {
+	ctx := context.Background()
+	db := openAt(t, t.TempDir()+"/airlock.db", newClock().Now)
+	a := mustTenant(t, db, "a")
+	liveS := &airlock.Session{TenantID: a.ID, Image: "base", Size: airlock.SizeSmall, Backend: "gvisor", StartSource: airlock.StartPool}
+	endedS := &airlock.Session{TenantID: a.ID, Image: "base", Size: airlock.SizeSmall}
+	for _, s := range []*airlock.Session{liveS, endedS} {
+		if err := db.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveS.State = airlock.SessionReady
+	endedS.State = airlock.SessionFailed
+	for _, s := range []*airlock.Session{liveS, endedS} {
+		if err := db.UpdateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.Session(ctx, a.ID, liveS.ID)
+	if err != nil || got.Backend != "gvisor" || got.StartSource != airlock.StartPool {
+		t.Fatalf("backend and start source of the session record: %+v %v", got, err)
+	}
+	inLive := mustExecution(t, db, a.ID, func(e *airlock.Execution) { e.SessionID = liveS.ID })
+	inEnded := mustExecution(t, db, a.ID, func(e *airlock.Execution) { e.SessionID = endedS.ID })
+	oneShot := mustExecution(t, db, a.ID)
+	if n, err := db.FailRunningExecutions(ctx, "restarted"); err != nil || n != 2 {
+		t.Fatalf("FailRunningExecutions = %d, %v; want the one-shot and the ended session's", n, err)
+	}
+	for _, e := range []*airlock.Execution{inEnded, oneShot} {
+		if got, _ := db.Execution(ctx, a.ID, e.ID); got.Status != airlock.StatusFailed {
+			t.Errorf("%s: %s, want failed", e.ID, got.Status)
+		}
+	}
+	runs, err := db.RunningExecutions(ctx, liveS.ID)
+	if err != nil || len(runs) != 1 || runs[0].ID != inLive.ID || runs[0].Status != airlock.StatusRunning {
+		t.Fatalf("RunningExecutions of the live session: %+v %v", runs, err)
+	}
+	if runs, err := db.RunningExecutions(ctx, endedS.ID); err != nil || len(runs) != 0 {
+		t.Errorf("RunningExecutions of the ended session: %+v %v", runs, err)
+	}
+}

@@ -56,9 +56,12 @@ func mustTenant(t *testing.T, db *sqlite.DB, name string) *airlock.Tenant {
 	return tn
 }
 
-func mustExecution(t *testing.T, db *sqlite.DB, tenantID string) *airlock.Execution {
+func mustExecution(t *testing.T, db *sqlite.DB, tenantID string, adjust ...func(*airlock.Execution)) *airlock.Execution {
 	t.Helper()
 	e := &airlock.Execution{TenantID: tenantID, Language: airlock.Python, CodeSHA256: "abc"}
+	for _, f := range adjust {
+		f(e)
+	}
 	if err := db.CreateExecution(context.Background(), e); err != nil {
 		t.Fatalf("CreateExecution: %v", err)
 	}

@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +12,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
-	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 type refuseExecutor struct{}
@@ -32,46 +26,11 @@ func (refuseExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.
 // returns its URL and a tenant's key, or skips.
 func sessionServer(t *testing.T) (string, string) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "python-ds")
-	backend := testenv.GVisor(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m, err := session.New(session.Config{Backend: backend, Images: images, Store: store, Sessions: store, Logger: logger,
-		Sizes: map[airlock.SessionSize]session.Size{airlock.SizeSmall: {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 256 << 20, Pids: 256}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	key := make([]byte, 32)
-	rand.Read(key)
-	api, err := httpapi.New(httpapi.Config{Store: store, Blobs: blobs, Executor: refuseExecutor{}, Sessions: m, SigningKey: key, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	tn := &airlock.Tenant{Name: "cli"}
-	if err := store.CreateTenant(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	secret, k := airlock.NewAPIKey(tn.ID, "", time.Now())
-	if err := store.CreateAPIKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, secret
+	st := teststack.New(t, teststack.Options{Session: func(c *session.Config) {
+		c.Sizes = map[airlock.SessionSize]session.Size{airlock.SizeSmall: {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 256 << 20, Pids: 256}}
+	}})
+	tn := st.NewTenant(t, "cli")
+	return st.URL, tn.Key
 }
 
 // cli runs a subcommand with the given stdin and returns its output and

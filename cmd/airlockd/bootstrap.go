@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/manager"
 )
 
 var execLookPath = exec.LookPath
@@ -27,11 +26,11 @@ func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, 
 	if n > 0 {
 		return nil
 	}
-	t := &airlock.Tenant{ID: manager.NewID(), Name: "default", CreatedAt: time.Now().UTC()}
+	t := &airlock.Tenant{ID: airlock.NewID(), Name: "default", CreatedAt: time.Now().UTC()}
 	if err := store.CreateTenant(ctx, t); err != nil {
 		return err
 	}
-	secret, key := airlock.NewAPIKey(t.ID, manager.NewID(), time.Now())
+	secret, key := airlock.NewAPIKey(t.ID, airlock.NewID(), time.Now())
 	path := filepath.Join(stateDir, "default.key")
 	if err := writeSecret(path, []byte(secret+"\n")); err != nil {
 		return err

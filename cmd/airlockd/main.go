@@ -28,6 +28,8 @@ import (
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
@@ -56,6 +58,8 @@ type options struct {
 	noSnapshots    bool
 	debugListen    string
 	namespaces     bool
+	tenantShare    float64
+	keepSessions   bool
 	sessions       sessionOptions
 	egress         egressOptions
 }
@@ -67,7 +71,9 @@ func main() {
 	flag.StringVar(&o.agentPath, "agent", "", "airlock-agent binary the images must carry (default: next to airlockd, if present)")
 	flag.DurationVar(&o.maxTimeout, "max-timeout", 5*time.Minute, "longest wall time a request may ask for")
 	flag.DurationVar(&o.defaultTimeout, "default-timeout", airlock.DefaultLimits.Timeout, "wall time when a request names none")
-	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "executions running at once on this node")
+	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "one-shot executions running at once on this node")
+	flag.Float64Var(&o.tenantShare, "tenant-share", 0.5, "share of the one-shot slots (--max-concurrent) one tenant may hold or wait for at once; past it a request gets a 429 at once")
+	flag.BoolVar(&o.keepSessions, "keep-sessions", true, "on SIGTERM or SIGINT, leave live sessions running for the next start to reattach (false: end them)")
 	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.IntVar(&o.poolMin, "pool-min", 1, "ready sandboxes kept per warm image/language even when idle")
@@ -92,13 +98,13 @@ func main() {
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, logger); err != nil {
+	if err := serve(ctx, o, logger); err != nil {
 		logger.Error("airlockd stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options, logger *slog.Logger) error {
+func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if os.Geteuid() != 0 {
 		return errors.New("airlockd must run as root (runsc, cgroups and mounts need it)")
 	}
@@ -170,54 +176,90 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mgr, err := manager.New(manager.Config{
-		Backend:       backend,
-		Backends:      extra,
-		Images:        images,
-		Store:         store,
-		Blobs:         blobs,
-		Limits:        limits,
-		MaxTimeout:    o.maxTimeout,
-		MaxConcurrent: o.maxConcurrent,
-		SnapshotDir:   snapshotDir,
-		Pool: manager.PoolConfig{
+	prov, err := provision.New(provision.Config{
+		Backends: append([]airlock.Backend{backend}, extra...),
+		Admission: provision.Admission{
+			OneShot:            o.maxConcurrent,
+			OneShotTenantShare: o.tenantShare,
+			Sessions:           o.sessions.max,
+			SessionsPerTenant:  o.sessions.maxPerTenant,
+		},
+		SnapshotDir: snapshotDir,
+		Pool: provision.PoolConfig{
 			Min:          o.poolMin,
 			Max:          o.poolMax,
 			MemoryBudget: o.poolMemoryMiB << 20,
 			MaxAge:       o.poolMaxAge,
-			Warm:         warm,
 			Disabled:     o.poolMax == 0,
 		},
+		Egress:  egressOf(eg),
 		Metrics: registry,
 		Logger:  logger,
-
-		Egress:       egressOf(eg),
-		NetworkAllow: o.egress.allowFor,
 	})
 	if err != nil {
 		return err
 	}
-	if err := mgr.Reconcile(ctx); err != nil {
+	runner, err := run.New(run.Config{Store: store, Metrics: registry, Logger: logger})
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(manager.Config{
+		Provisioner:  prov,
+		Runner:       runner,
+		Images:       images,
+		Store:        store,
+		Blobs:        blobs,
+		Limits:       limits,
+		MaxTimeout:   o.maxTimeout,
+		NetworkAllow: o.egress.allowFor,
+		Logger:       logger,
+	})
+	if err != nil {
+		return err
+	}
+	sessions, err := newSessions(o.sessions, prov, runner, images, store, egressOf(eg), egressLogOf(eg, store), logger)
+	if err != nil {
+		return err
+	}
+	// At start, in this order: take back the sessions an earlier run left
+	// (their sandboxes kept running), end every other sandbox and network
+	// it left, record its one-shot runs as failed, then ready the pool.
+	if err := recoverSessions(ctx, sessions, logger); err != nil {
+		return err
+	}
+	if _, err := prov.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	if err := reconcileEgress(ctx, eg, logger); err != nil {
 		return err
 	}
-	if err := mgr.Start(ctx); err != nil {
+	if _, err := mgr.FailInterrupted(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	if err := mgr.Warm(ctx, warm); err != nil {
+		return err
+	}
+	if err := warmSessions(ctx, o.sessions, sessions, logger); err != nil {
+		return err
+	}
+	if err := prov.Start(ctx); err != nil {
 		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := mgr.Close(cctx); err != nil {
-			logger.Error("stopping the manager", "err", err)
+		if err := prov.Close(cctx); err != nil {
+			logger.Error("stopping the provisioner", "err", err)
 		}
 	}()
-	sessions, err := startSessions(ctx, o.sessions, backend, images, store, egressOf(eg), egressLogOf(eg, store), logger)
-	if err != nil {
-		return err
+	stopSessions := func() { // once, on the way out; a clean shutdown stops them earlier
+		if o.keepSessions {
+			detachSessions(sessions, logger)
+		} else {
+			closeSessions(sessions, logger)
+		}
 	}
-	defer closeSessions(sessions, logger) // on the way out; a clean shutdown closes them earlier
+	defer stopSessions()
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
@@ -264,8 +306,13 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: ending sessions, waiting for running executions")
-	closeSessions(sessions, logger) // their requests end now, not at their timeouts
+	if o.keepSessions {
+		logger.Info("shutting down: leaving sessions running for the next start, waiting for running one-shot executions")
+	} else {
+		logger.Info("shutting down: ending sessions, waiting for running executions")
+	}
+	prov.StopAdmitting()
+	stopSessions() // their requests end now, not at their timeouts
 	sctx, cancel := context.WithTimeout(context.Background(), o.maxTimeout+30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)

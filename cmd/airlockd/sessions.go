@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -25,6 +27,7 @@ type sessionOptions struct {
 	maxExecTimeout time.Duration
 	max            int
 	maxPerTenant   int
+	warm           string
 }
 
 func (o *sessionOptions) register(fs *flag.FlagSet) {
@@ -37,6 +40,7 @@ func (o *sessionOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxExecTimeout, "session-max-exec-timeout", time.Hour, "longest wall time a session exec or cell may ask for")
 	fs.IntVar(&o.max, "max-sessions", 32, "live sessions on this node")
 	fs.IntVar(&o.maxPerTenant, "max-sessions-per-tenant", 8, "live sessions of one tenant")
+	fs.StringVar(&o.warm, "warm-sessions", "python-ds/small", "image/size pairs whose sessions are readied ahead (base snapshot, pool members), comma-separated; empty for none")
 }
 
 // sizeFlag collects --session-size NAME=CPUS,MEMORY_MIB,DISK_MB.
@@ -68,11 +72,11 @@ func (f sizeFlag) Set(v string) error {
 	return nil
 }
 
-// startSessions makes the session manager and ends the sessions an
-// earlier run left (after the reconciler removed their sandboxes).
-func startSessions(ctx context.Context, o sessionOptions, backend airlock.Backend, images airlock.ImageResolver, store *sqlite.DB, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
-	m, err := session.New(session.Config{
-		Backend:        backend,
+// newSessions makes the session manager.
+func newSessions(o sessionOptions, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store *sqlite.DB, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
+	return session.New(session.Config{
+		Provisioner:    prov,
+		Runner:         runner,
 		Images:         images,
 		Store:          store,
 		Sessions:       store,
@@ -84,18 +88,51 @@ func startSessions(ctx context.Context, o sessionOptions, backend airlock.Backen
 		IdleTimeout:    o.idleTimeout,
 		ExecTimeout:    o.execTimeout,
 		MaxExecTimeout: o.maxExecTimeout,
-		MaxSessions:    o.max,
-		MaxPerTenant:   o.maxPerTenant,
 		Logger:         logger,
 	})
+}
+
+// recoverSessions takes back the sessions an earlier run left live: their
+// sandboxes are reattached, or the sessions ended with the reason.
+func recoverSessions(ctx context.Context, m *session.Manager, logger *slog.Logger) error {
+	start := time.Now()
+	rep, err := m.Recover(ctx)
+	if rep.Reattached+rep.Ended > 0 {
+		logger.Info("sessions recovered", "reattached", rep.Reattached, "ended", rep.Ended,
+			"programs_adopted", rep.Adopted, "runs_interrupted", rep.Interrupted, "took", time.Since(start))
+	}
 	if err != nil {
-		return nil, err
+		// A session that could not be taken back is ended and recorded;
+		// only a store that fails stops the start.
+		logger.Error("recovering sessions", "err", err)
 	}
-	if _, err := m.Recover(ctx); err != nil {
-		m.Close(ctx)
-		return nil, fmt.Errorf("recover sessions: %w", err)
+	return nil
+}
+
+// warmSessions readies the image/size pairs of --warm-sessions.
+func warmSessions(ctx context.Context, o sessionOptions, m *session.Manager, logger *slog.Logger) error {
+	for _, w := range strings.Split(o.warm, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		name, size, ok := strings.Cut(w, "/")
+		if !ok || !airlock.SessionSize(size).Valid() {
+			return fmt.Errorf("bad --warm-sessions pair %q (want image/size, size small, medium or large)", w)
+		}
+		if err := m.Warm(ctx, name, airlock.SessionSize(size)); err != nil {
+			logger.Warn("not readying sessions of an image: it is not available", "pair", w, "err", err)
+		}
 	}
-	return m, nil
+	return nil
+}
+
+// detachSessions leaves every live session running for the next start.
+func detachSessions(m *session.Manager, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Detach(ctx); err != nil {
+		logger.Error("leaving sessions for the next start", "err", err)
+	}
 }
 
 // closeSessions destroys every live session (end reason shutdown). It is

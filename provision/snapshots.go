@@ -1,4 +1,4 @@
-package manager
+package provision
 
 import (
 	"context"
@@ -38,7 +38,7 @@ const snapshotManifestFile = "airlock-snapshot.json"
 // first use, rebuilt when missing or found bad. A request never waits for
 // a snapshot: without one it gets a cold start.
 type snapshots struct {
-	m   *Manager
+	p   *Provisioner
 	dir string
 
 	mu      sync.Mutex
@@ -47,8 +47,8 @@ type snapshots struct {
 	failed  map[string]time.Time
 }
 
-func newSnapshots(m *Manager, dir string) *snapshots {
-	return &snapshots{m: m, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}}
+func newSnapshots(prov *Provisioner, dir string) *snapshots {
+	return &snapshots{p: prov, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}}
 }
 
 // snapshotRetry is how long a failed build waits before it is tried again.
@@ -66,10 +66,10 @@ func (s *snapshots) get(k warmKey) string {
 		return ""
 	}
 	s.pending[k.id] = true
-	s.m.bg.Add(1)
+	s.p.bg.Add(1)
 	go func() {
-		defer s.m.bg.Done()
-		d, err := s.load(s.m.bgCtx, k)
+		defer s.p.bg.Done()
+		d, err := s.load(s.p.bgCtx, k)
 		s.mu.Lock()
 		delete(s.pending, k.id)
 		if err != nil {
@@ -79,8 +79,8 @@ func (s *snapshots) get(k warmKey) string {
 			delete(s.failed, k.id)
 		}
 		s.mu.Unlock()
-		if err != nil && s.m.bgCtx.Err() == nil {
-			s.m.cfg.Logger.Error("base snapshot unavailable; requests start cold", "key", k.name(), "err", err)
+		if err != nil && s.p.bgCtx.Err() == nil {
+			s.p.cfg.Logger.Error("base snapshot unavailable; requests start cold", "key", k.name(), "err", err)
 		}
 	}()
 	return ""
@@ -92,11 +92,11 @@ func (s *snapshots) markBad(k warmKey, err error) {
 	d := s.ready[k.id]
 	delete(s.ready, k.id)
 	s.mu.Unlock()
-	s.m.cfg.Logger.Error("restore from base snapshot failed; rebuilding it", "key", k.name(), "err", err)
+	s.p.cfg.Logger.Error("restore from base snapshot failed; rebuilding it", "key", k.name(), "err", err)
 	if d != "" {
 		os.RemoveAll(d)
 	}
-	s.m.metrics.snapshotBuilds.WithLabelValues("discarded").Inc()
+	s.p.metrics.snapshotBuilds.WithLabelValues("discarded").Inc()
 }
 
 // load verifies the snapshot of k on disk, or builds it.
@@ -106,21 +106,21 @@ func (s *snapshots) load(ctx context.Context, k warmKey) (string, error) {
 		if err := verifySnapshot(dir, k); err == nil {
 			return dir, nil
 		} else {
-			s.m.cfg.Logger.Warn("base snapshot failed verification; rebuilding", "dir", dir, "err", err)
+			s.p.cfg.Logger.Warn("base snapshot failed verification; rebuilding", "dir", dir, "err", err)
 			os.RemoveAll(dir)
 		}
 	}
 	if err := s.build(ctx, k, dir); err != nil {
-		s.m.metrics.snapshotBuilds.WithLabelValues("failed").Inc()
+		s.p.metrics.snapshotBuilds.WithLabelValues("failed").Inc()
 		return "", err
 	}
-	s.m.metrics.snapshotBuilds.WithLabelValues("built").Inc()
+	s.p.metrics.snapshotBuilds.WithLabelValues("built").Inc()
 	return dir, nil
 }
 
 // build boots a sandbox, readies it by the recipe and checkpoints it.
 func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
-	snap, ok := s.m.cfg.Backend.(airlock.Snapshotter)
+	snap, ok := k.backend.(airlock.Snapshotter)
 	if !ok {
 		return errors.New("backend cannot snapshot")
 	}
@@ -129,14 +129,14 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 	}
 	// Builds compete with requests for the CPU: one at a time.
 	select {
-	case s.m.buildSlot <- struct{}{}:
-		defer func() { <-s.m.buildSlot }()
+	case s.p.buildSlot <- struct{}{}:
+		defer func() { <-s.p.buildSlot }()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	start := time.Now()
-	sb, err := s.m.cfg.Backend.Create(ctx, airlock.SandboxSpec{
-		ID: "snap-" + NewID()[:16], Image: k.img, Limits: s.m.cfg.Limits,
+	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{
+		ID: "snap-" + airlock.NewID()[:16], Image: k.img, Limits: k.limits,
 		Labels: map[string]string{"airlock.snapshot": k.name()},
 	})
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return err
 	}
-	tmp := filepath.Join(s.dir, ".tmp-"+k.name()+"-"+NewID()[:8])
+	tmp := filepath.Join(s.dir, ".tmp-"+k.name()+"-"+airlock.NewID()[:8])
 	if err := snap.Checkpoint(ctx, sb, tmp); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		os.RemoveAll(tmp)
 		return err
 	}
-	s.m.cfg.Logger.Info("built base snapshot", "key", k.name(), "ms", man.BuildMS)
+	s.p.cfg.Logger.Info("built base snapshot", "key", k.name(), "ms", man.BuildMS)
 	return nil
 }
 
@@ -177,7 +177,7 @@ func prepare(ctx context.Context, sb airlock.Sandbox, r Recipe) error {
 	if r.Runtime == "" {
 		return nil
 	}
-	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: programEnv}); err != nil {
+	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: ProgramEnv}); err != nil {
 		return fmt.Errorf("prepare %s runtime: %w", r.Runtime, err)
 	}
 	return nil

@@ -1,11 +1,12 @@
-package manager
+package provision
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// metrics are the manager's Prometheus series.
+// metrics are the provisioner's Prometheus series.
 type metrics struct {
-	phase          *prometheus.HistogramVec
-	executions     *prometheus.CounterVec
+	acquire        *prometheus.HistogramVec
+	destroy        *prometheus.HistogramVec
+	reattach       prometheus.Histogram
 	poolHits       *prometheus.CounterVec
 	poolMisses     *prometheus.CounterVec
 	poolSize       *prometheus.GaugeVec
@@ -19,14 +20,18 @@ var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .04, .08, .15, .3, .
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "airlock_execution_phase_seconds", Buckets: latencyBuckets,
-			Help: "Time of each phase of an execution (acquire, hand_in, run, collect, destroy) by how its sandbox was obtained (pool, restore, cold).",
-		}, []string{"phase", "start"}),
-		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_executions_total",
-			Help: "Executions by language, sandbox start and status.",
-		}, []string{"language", "start", "status"}),
+		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "airlock_sandbox_acquire_seconds", Buckets: latencyBuckets,
+			Help: "Time to get a sandbox, by what it is for (one-shot, session) and how it was obtained (pool, restore, cold).",
+		}, []string{"kind", "start"}),
+		destroy: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "airlock_sandbox_destroy_seconds", Buckets: latencyBuckets,
+			Help: "Time to destroy a sandbox, by how it was obtained.",
+		}, []string{"start"}),
+		reattach: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "airlock_sandbox_reattach_seconds", Buckets: latencyBuckets,
+			Help: "Time to reattach the sandbox of a session after a restart.",
+		}),
 		poolHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_pool_hits_total", Help: "Requests served by a ready pool member.",
 		}, []string{"image", "language"}),
@@ -47,6 +52,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "airlock_snapshot_builds_total", Help: "Base snapshot builds by result (built, failed, discarded).",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.phase, m.executions, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds)
+	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds)
 	return m
 }

@@ -1,4 +1,4 @@
-package manager
+package provision
 
 import (
 	"context"
@@ -75,7 +75,7 @@ type poolEntry struct {
 // pool keeps ready sandboxes per warm key. A member is handed to exactly
 // one request and never comes back.
 type pool struct {
-	m   *Manager
+	p   *Provisioner
 	cfg PoolConfig
 
 	mu      sync.Mutex
@@ -85,9 +85,9 @@ type pool struct {
 	wake    chan struct{}
 }
 
-func newPool(m *Manager, cfg PoolConfig) *pool {
+func newPool(prov *Provisioner, cfg PoolConfig) *pool {
 	cfg.defaults()
-	return &pool{m: m, cfg: cfg, entries: map[string]*poolEntry{}, wake: make(chan struct{}, 1)}
+	return &pool{p: prov, cfg: cfg, entries: map[string]*poolEntry{}, wake: make(chan struct{}, 1)}
 }
 
 func (p *pool) entry(k warmKey) *poolEntry {
@@ -127,12 +127,12 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 	p.mu.Unlock()
 	p.poke()
 	labels := []string{k.img.Name, string(k.lang)}
-	p.m.metrics.poolSize.WithLabelValues(labels...).Set(float64(size))
+	p.p.metrics.poolSize.WithLabelValues(labels...).Set(float64(size))
 	if got == nil {
-		p.m.metrics.poolMisses.WithLabelValues(labels...).Inc()
+		p.p.metrics.poolMisses.WithLabelValues(labels...).Inc()
 		return nil
 	}
-	p.m.metrics.poolHits.WithLabelValues(labels...).Inc()
+	p.p.metrics.poolHits.WithLabelValues(labels...).Inc()
 	return got.sb
 }
 
@@ -196,15 +196,15 @@ func (p *pool) step(ctx context.Context) {
 		for len(e.members)+e.filling < want && p.filling < p.cfg.Fillers && p.memory+p.estimate(e) <= p.cfg.MemoryBudget {
 			e.filling++
 			p.filling++
-			p.m.bg.Add(1)
+			p.p.bg.Add(1)
 			go p.fill(ctx, e)
 		}
-		p.m.metrics.poolSize.WithLabelValues(e.key.img.Name, string(e.key.lang)).Set(float64(len(e.members)))
+		p.p.metrics.poolSize.WithLabelValues(e.key.img.Name, string(e.key.lang)).Set(float64(len(e.members)))
 	}
-	p.m.metrics.poolMemory.Set(float64(p.memory))
+	p.p.metrics.poolMemory.Set(float64(p.memory))
 	p.mu.Unlock()
 	for _, mb := range retire {
-		p.m.destroyLater(mb.sb)
+		p.p.destroyLater(mb.sb, nil)
 	}
 }
 
@@ -218,16 +218,16 @@ func (p *pool) estimate(e *poolEntry) int64 {
 
 // fill readies one member of e.
 func (p *pool) fill(ctx context.Context, e *poolEntry) {
-	defer p.m.bg.Done()
+	defer p.p.bg.Done()
 	start := time.Now()
-	sb, source, err := p.m.ready(ctx, e.key, "pool-"+NewID()[:16])
+	sb, source, err := p.p.ready(ctx, e.key, "pool-"+airlock.NewID()[:16])
 	took := time.Since(start).Seconds()
 	var mem int64
 	if err == nil {
 		if st, serr := sb.Stats(ctx); serr == nil {
 			mem = st.MemoryBytes
 		}
-		p.m.metrics.poolReady.WithLabelValues(e.key.img.Name, string(e.key.lang), source).Observe(took)
+		p.p.metrics.poolReady.WithLabelValues(e.key.img.Name, string(e.key.lang), source).Observe(took)
 	}
 	p.mu.Lock()
 	e.filling--
@@ -247,11 +247,11 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 	p.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
-			p.m.cfg.Logger.Error("pool: could not ready a sandbox", "key", e.key.name(), "err", err)
+			p.p.cfg.Logger.Error("pool: could not ready a sandbox", "key", e.key.name(), "err", err)
 			time.Sleep(time.Second) // do not spin on a failing image
 		}
 	} else if sb != nil {
-		p.m.destroyLater(sb)
+		p.p.destroyLater(sb, nil)
 	}
 	p.poke()
 }
@@ -267,7 +267,7 @@ func (p *pool) drain() {
 	p.memory = 0
 	p.mu.Unlock()
 	for _, mb := range all {
-		p.m.destroyLater(mb.sb)
+		p.p.destroyLater(mb.sb, nil)
 	}
 }
 

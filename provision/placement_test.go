@@ -1,57 +1,26 @@
-package manager_test
+package provision_test
 
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/internal/testenv"
-	"github.com/airlockhq/airlock/manager"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/teststack"
 )
 
-// The manager places each execution by its tenant's isolation floor and
+// The provisioner places each execution by its tenant's isolation floor and
 // the level it asks for, read from the backends' Capabilities: an
 // untrusted tenant never reaches the namespaces backend, a first-party
 // one does when it asks, and the record says which backend ran the code.
 func TestIsolationPolicy(t *testing.T) {
 	gv := testenv.GVisor(t)
 	ns := testenv.Namespaces(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "base")
+	st := teststack.New(t, teststack.Options{Backend: gv, Extra: []airlock.Backend{ns}, NoServer: true})
+	m, store := st.Manager, st.Store
 	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.Config{
-		Backend: gv, Backends: []airlock.Backend{ns}, Images: images, Store: store, Blobs: blobs,
-		Pool:   manager.PoolConfig{Disabled: true},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		m.Close(ctx)
-	})
 	untrusted := &airlock.Tenant{Name: "untrusted"}
 	first := &airlock.Tenant{Name: "first", FirstParty: true}
 	for _, tn := range []*airlock.Tenant{untrusted, first} {

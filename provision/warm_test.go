@@ -1,10 +1,9 @@
-package manager_test
+package provision_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,64 +12,31 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
-	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
 type harness struct {
 	m      *manager.Manager
+	prov   *provision.Provisioner
 	store  *sqlite.DB
 	tenant *airlock.Tenant
 	snaps  string
 }
 
-// newHarness builds a manager on real runsc, SQLite and blobs, with base
-// snapshots in snapDir (a fresh one when empty) and the given pool.
-func newHarness(t *testing.T, snapDir string, pool manager.PoolConfig) *harness {
+// newHarness builds a node on real runsc, SQLite and blobs, with base
+// snapshots in snapDir (a fresh one when empty), the given pool and the
+// one-shot pairs readied at start.
+func newHarness(t *testing.T, snapDir string, pool provision.PoolConfig, warm ...string) *harness {
 	t.Helper()
-	backend := testenv.GVisor(t)
-	images := testenv.Images(t)
-	testenv.Image(t, "python-ds")
-	testenv.Image(t, "base")
-	ctx := context.Background()
-	dir := t.TempDir()
 	if snapDir == "" {
-		snapDir = filepath.Join(dir, "snapshots")
+		snapDir = filepath.Join(t.TempDir(), "snapshots")
 	}
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.Config{
-		Backend: backend, Images: images, Store: store, Blobs: blobs,
-		SnapshotDir: snapDir, Pool: pool,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	tenant := &airlock.Tenant{ID: "t-" + testenv.RandomID(), Name: "t" + testenv.RandomID(), CreatedAt: time.Now()}
-	if err := store.CreateTenant(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
-	return &harness{m: m, store: store, tenant: tenant, snaps: snapDir}
+	st := teststack.New(t, teststack.Options{SnapshotDir: snapDir, Pool: pool, Warm: warm, NoServer: true})
+	tenant := st.NewTenant(t, "t"+airlock.NewID()[:8])
+	return &harness{m: st.Manager, prov: st.Provisioner, store: st.Store, tenant: tenant.Tenant, snaps: snapDir}
 }
 
 func (h *harness) run(t *testing.T, req airlock.ExecuteRequest) *airlock.Execution {
@@ -102,7 +68,7 @@ func (h *harness) waitFor(t *testing.T, req airlock.ExecuteRequest, want string)
 // TestRestoredClonesDiffer restores many sandboxes from one base snapshot
 // and checks that everything random in them differs.
 func TestRestoredClonesDiffer(t *testing.T) {
-	h := newHarness(t, "", manager.PoolConfig{Disabled: true, Warm: []string{"python-ds/python", "base/node"}})
+	h := newHarness(t, "", provision.PoolConfig{Disabled: true}, "python-ds/python", "base/node")
 	cases := []struct {
 		lang airlock.Language
 		code string
@@ -154,11 +120,11 @@ print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), flo
 // TestPoolHandsOutEachMemberOnce checks that pool members serve requests
 // and that a member serves exactly one.
 func TestPoolHandsOutEachMemberOnce(t *testing.T) {
-	h := newHarness(t, "", manager.PoolConfig{Min: 2, Max: 2, Warm: []string{"base/bash"}})
+	h := newHarness(t, "", provision.PoolConfig{Min: 2, Max: 2}, "base/bash")
 	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: `echo $$ $(cat /proc/sys/kernel/random/uuid) > /workspace/mark; ls /workspace`}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if n, _ := h.m.PoolStats(); n == 2 {
+		if n, _ := h.prov.PoolStats(); n == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -179,7 +145,7 @@ func TestPoolHandsOutEachMemberOnce(t *testing.T) {
 			t.Errorf("phases not recorded: %v", e.Phases)
 		}
 	}
-	_, mem := h.m.PoolStats()
+	_, mem := h.prov.PoolStats()
 	t.Logf("pool memory after the runs: %d MiB", mem>>20)
 }
 
@@ -189,7 +155,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	snapDir := filepath.Join(t.TempDir(), "snapshots")
 	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo ok"}
 	func() {
-		h := newHarness(t, snapDir, manager.PoolConfig{Disabled: true, Warm: []string{"base/bash"}})
+		h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/bash")
 		h.waitFor(t, req, airlock.StartRestore)
 	}()
 	entries, err := os.ReadDir(snapDir)
@@ -200,7 +166,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	if err := os.WriteFile(pages, []byte("corrupt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, snapDir, manager.PoolConfig{Disabled: true, Warm: []string{"base/bash"}})
+	h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/bash")
 	e := h.run(t, req)
 	if e.Status != airlock.StatusCompleted || e.Stdout != "ok\n" {
 		t.Fatalf("request with a corrupt snapshot: %+v", e)
@@ -213,7 +179,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 
 // TestDestroyPhaseRecorded checks the destroy time reaches the record.
 func TestDestroyPhaseRecorded(t *testing.T) {
-	h := newHarness(t, "", manager.PoolConfig{Disabled: true})
+	h := newHarness(t, "", provision.PoolConfig{Disabled: true})
 	e := h.run(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "true"})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

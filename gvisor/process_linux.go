@@ -1,0 +1,98 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The processes of a sandbox. `runsc run --detach` (and `restore
+// --detach`) returns once the sandbox runs, leaving two processes that
+// belong to no runsc command: the sandbox (the gVisor kernel) and its
+// gofer. Neither depends on airlockd: that is what lets a sandbox outlive
+// it. While airlockd lives it is their parent (a child subreaper, see
+// becomeSubreaper) and reaps them; a sandbox reattached after a restart
+// has init as their parent, and airlockd only watches them end.
+
+var subreaperOnce sync.Once
+
+// becomeSubreaper makes orphaned descendants (the sandboxes and gofers
+// that `runsc run --detach` leaves behind) this process's children, so
+// that watch can reap them instead of leaving zombies to an init that may
+// not reap (a container's, say).
+func becomeSubreaper() {
+	subreaperOnce.Do(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+}
+
+// watch calls done once process pid has exited, and reaps it if it is
+// this process's child. It returns an error if pid is not running.
+func watch(pid int, done func()) error {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("gvisor: process %d: %w", pid, err)
+	}
+	f := os.NewFile(uintptr(fd), fmt.Sprintf("pidfd:%d", pid))
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	go func() {
+		defer f.Close()
+		// A pidfd becomes readable when its process exits; the runtime's
+		// poller waits for that without holding a thread.
+		rc.Read(func(fd uintptr) bool {
+			n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return n > 0
+		})
+		rc.Control(func(fd uintptr) {
+			var info unix.Siginfo
+			unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil) // ECHILD when not ours
+		})
+		done()
+	}()
+	return nil
+}
+
+// runscState is the part of runsc's record of a container that names
+// its processes (<root>/<id>_sandbox:<id>.state).
+type runscState struct {
+	GoferPid int `json:"goferPid"`
+	Sandbox  struct {
+		Pid int `json:"pid"`
+	} `json:"sandbox"`
+}
+
+// processes returns the sandbox and gofer PIDs runsc recorded for
+// container id.
+func (b *Backend) processes(id string) (sandbox, gofer int, err error) {
+	path := filepath.Join(b.cfg.runscRoot(), id+"_sandbox:"+id+".state")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gvisor: runsc's record of %s: %w", id, err)
+	}
+	var st runscState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return 0, 0, fmt.Errorf("gvisor: runsc's record of %s: %w", id, err)
+	}
+	if st.Sandbox.Pid <= 0 {
+		return 0, 0, fmt.Errorf("gvisor: runsc's record of %s names no sandbox process", id)
+	}
+	return st.Sandbox.Pid, st.GoferPid, nil
+}
+
+// isSandboxProcess reports whether pid runs runsc's sandbox of
+// container id (a PID may have been reused since runsc recorded it).
+func isSandboxProcess(pid int, id string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(b), "\x00")
+	return len(args) > 0 && args[len(args)-1] == id || strings.Contains(string(b), "\x00"+id+"\x00")
+}

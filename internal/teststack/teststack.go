@@ -1,0 +1,246 @@
+// Package teststack builds one node of the service in a test's process,
+// real from end to end: SQLite on a temporary file, the built images, a
+// gVisor backend of the test's own, the provisioner, the runner, the
+// one-shot manager, the session manager and the HTTP API on a loopback
+// server. Everything is torn down when the test ends, and the backend's
+// own cleanup (testenv.GVisor) fails the test if anything of a sandbox is
+// left on the host. Tests of several packages share it.
+package teststack
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/gvisor"
+	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/run"
+	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// Options shape a stack; the zero value is a cold node (no snapshots, no
+// pool) with the default limits.
+type Options struct {
+	// Backend is the default backend (nil: a fresh testenv.GVisor);
+	// Extra are further backends.
+	Backend *gvisor.Backend
+	Extra   []airlock.Backend
+	// Store is the store (nil: a fresh SQLite file).
+	Store     *sqlite.DB
+	Admission provision.Admission
+	// Snapshots keeps base snapshots in SnapshotDir (a temporary one if
+	// empty); Pool sizes the pool, which is off unless Pool.Max > 0 or
+	// Warm names pairs.
+	Snapshots   bool
+	SnapshotDir string
+	Pool        provision.PoolConfig
+	// Warm are one-shot image/language pairs readied at start, and
+	// WarmSessions session image/size pairs ("python-ds/small").
+	Warm         []string
+	WarmSessions []string
+	// Egress and its log, and the tenants' default allow lists.
+	Egress       airlock.Egress
+	EgressLog    airlock.EgressStore
+	NetworkAllow func(*airlock.Tenant) []string
+	Limits       airlock.Limits
+	MaxTimeout   time.Duration
+	// Session adjusts the session manager's config.
+	Session func(*session.Config)
+	// NoServer leaves the HTTP API out.
+	NoServer bool
+}
+
+// Stack is one node.
+type Stack struct {
+	Store       *sqlite.DB
+	Blobs       *blobdir.Dir
+	Images      *image.Store
+	Backend     *gvisor.Backend
+	Provisioner *provision.Provisioner
+	Runner      *run.Runner
+	Manager     *manager.Manager
+	Sessions    *session.Manager
+	SessionCfg  session.Config
+	Registry    *prometheus.Registry
+	Server      *httptest.Server
+	URL         string
+	Logger      *slog.Logger
+}
+
+// SmallSessions are session sizes quick to set up and tear down.
+var SmallSessions = map[airlock.SessionSize]session.Size{
+	airlock.SizeSmall: {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 512 << 20, Pids: 256},
+}
+
+// New builds a stack, or skips when the machine lacks root, runsc or the
+// images (and fails instead where testenv says everything must run).
+func New(t testing.TB, o Options) *Stack {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireRunsc(t)
+	images := testenv.Images(t)
+	for _, name := range []string{"base", "python-ds"} {
+		testenv.Image(t, name)
+	}
+	s := &Stack{Images: images, Backend: o.Backend, Store: o.Store, Registry: prometheus.NewRegistry()}
+	if s.Backend == nil {
+		s.Backend = testenv.GVisor(t) // registered first: its clean-host check runs last
+	}
+	s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx := context.Background()
+	dir := t.TempDir()
+	var err error
+	if s.Store == nil {
+		s.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Store.Close() })
+	}
+	s.Blobs, err = blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Blobs.Close() })
+	snapDir := ""
+	if o.Snapshots || o.SnapshotDir != "" {
+		snapDir = o.SnapshotDir
+		if snapDir == "" {
+			snapDir = filepath.Join(dir, "snapshots")
+		}
+	}
+	pool := o.Pool
+	if pool.Max == 0 && len(o.Warm) == 0 && len(o.WarmSessions) == 0 {
+		pool.Disabled = true
+	}
+	s.Provisioner, err = provision.New(provision.Config{
+		Backends:    append([]airlock.Backend{s.Backend}, o.Extra...),
+		Admission:   o.Admission,
+		SnapshotDir: snapDir,
+		Pool:        pool,
+		Egress:      o.Egress,
+		Metrics:     s.Registry,
+		Logger:      s.Logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Runner, err = run.New(run.Config{Store: s.Store, Metrics: s.Registry, Logger: s.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := o.Limits
+	if limits == (airlock.Limits{}) {
+		limits = airlock.DefaultLimits
+	}
+	s.Manager, err = manager.New(manager.Config{
+		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Blobs: s.Blobs,
+		Limits: limits, MaxTimeout: o.MaxTimeout, NetworkAllow: o.NetworkAllow, Logger: s.Logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SessionCfg = session.Config{
+		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Sessions: s.Store,
+		Egress: o.Egress, EgressLog: o.EgressLog, Sizes: SmallSessions, ReapInterval: 200 * time.Millisecond,
+		Logger: s.Logger,
+	}
+	if o.Session != nil {
+		o.Session(&s.SessionCfg)
+	}
+	s.Sessions, err = session.New(s.SessionCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Manager.Warm(ctx, o.Warm); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range o.WarmSessions {
+		name, size, _ := strings.Cut(w, "/")
+		if err := s.Sessions.Warm(ctx, name, airlock.SessionSize(size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Provisioner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Runs before the store closes and before the backend's clean check:
+	// sandboxes are destroyed in the background and their destroy times
+	// recorded in the store.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := s.Provisioner.Close(ctx); err != nil {
+			t.Errorf("close the provisioner: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := s.Sessions.Close(ctx); err != nil {
+			t.Errorf("close the sessions: %v", err)
+		}
+	})
+	if o.NoServer {
+		return s
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	api, err := httpapi.New(httpapi.Config{
+		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: s.Sessions,
+		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Server = httptest.NewServer(api.Handler())
+	t.Cleanup(s.Server.Close)
+	s.URL = s.Server.URL
+	return s
+}
+
+// Tenant is a tenant of the stack with an API key and a client.
+type Tenant struct {
+	*airlock.Tenant
+	Key    string
+	Client *client.Client
+}
+
+// NewTenant creates a tenant and an API key for it.
+func (s *Stack) NewTenant(t testing.TB, name string) Tenant {
+	t.Helper()
+	ctx := context.Background()
+	tn := &airlock.Tenant{Name: name}
+	if err := s.Store.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	secret, key := airlock.NewAPIKey(tn.ID, "", time.Now())
+	if err := s.Store.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	out := Tenant{Tenant: tn, Key: secret}
+	if s.URL != "" {
+		c, err := client.New(client.Config{BaseURL: s.URL, APIKey: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Client = c
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package provision_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provision"
+)
+
+// fakeBackend is a backend that is never asked for a sandbox: admission
+// and the choice of backend need only its name and capabilities.
+type fakeBackend struct {
+	name string
+	caps airlock.Capabilities
+}
+
+func (f fakeBackend) Name() string                       { return f.name }
+func (f fakeBackend) Capabilities() airlock.Capabilities { return f.caps }
+func (f fakeBackend) Create(context.Context, airlock.SandboxSpec) (airlock.Sandbox, error) {
+	return nil, errors.New("fake backend")
+}
+func (f fakeBackend) Reconcile(context.Context) ([]string, error) { return nil, nil }
+
+var _ airlock.Backend = fakeBackend{}
+
+func newProvisioner(t *testing.T, a provision.Admission) *provision.Provisioner {
+	t.Helper()
+	p, err := provision.New(provision.Config{
+		Backends:  []airlock.Backend{fakeBackend{name: "kernel", caps: airlock.Capabilities{SeparateKernel: true}}},
+		Admission: a,
+		Pool:      provision.PoolConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// wantProblem checks err is a domain problem of the code and type, with a
+// Retry-After when retry is set.
+func wantProblem(t *testing.T, what string, err error, code, typ string, retry bool) {
+	t.Helper()
+	var ae *airlock.Error
+	if !errors.As(err, &ae) || ae.Code != code || ae.Type != typ {
+		t.Fatalf("%s: got %v, want %s %s", what, err, code, typ)
+	}
+	if retry != (airlock.RetryAfterOf(err) > 0) {
+		t.Errorf("%s: Retry-After %v", what, airlock.RetryAfterOf(err))
+	}
+}
+
+// One tenant holds at most its share of the one-shot slots and gets a 429
+// at once past it; the others still run; a full node makes a request wait
+// for a slot, then answer 503.
+func TestOneShotAdmission(t *testing.T) {
+	p := newProvisioner(t, provision.Admission{OneShot: 4, OneShotTenantShare: 0.5, QueueTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	a, b, c := &airlock.Tenant{ID: "a"}, &airlock.Tenant{ID: "b"}, &airlock.Tenant{ID: "c"}
+	claim := func(tn *airlock.Tenant) (*provision.Ticket, error) {
+		return p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: tn})
+	}
+	var held []*provision.Ticket
+	for _, tn := range []*airlock.Tenant{a, a, b, b} {
+		tk, err := claim(tn)
+		if err != nil {
+			t.Fatalf("tenant %s: %v", tn.ID, err)
+		}
+		held = append(held, tk)
+	}
+	if got := p.Usage("a"); got.OneShot != 2 {
+		t.Errorf("usage of a: %+v", got)
+	}
+	start := time.Now()
+	_, err := claim(a)
+	wantProblem(t, "a third run of a", err, airlock.ERATELIMITED, provision.ProblemTenantBusy, true)
+	if time.Since(start) > 50*time.Millisecond {
+		t.Errorf("the tenant's refusal took %v: it must not wait for a slot", time.Since(start))
+	}
+	_, err = claim(c)
+	wantProblem(t, "a run of c on a full node", err, airlock.EUNAVAILABLE, provision.ProblemNodeBusy, true)
+	if time.Since(start) < 100*time.Millisecond {
+		t.Errorf("a full node answered after %v, before the queue timeout", time.Since(start))
+	}
+	// A freed slot goes to the next who waits.
+	got := make(chan error, 1)
+	go func() {
+		tk, err := p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: c})
+		if err == nil {
+			tk.Cancel()
+		}
+		got <- err
+	}()
+	held[0].Cancel()
+	held[0].Cancel() // twice is harmless
+	if err := <-got; err != nil {
+		t.Errorf("after a slot was freed: %v", err)
+	}
+	for _, tk := range held[1:] {
+		tk.Cancel()
+	}
+	if got := p.Usage("a"); got.OneShot != 0 {
+		t.Errorf("usage of a after all ended: %+v", got)
+	}
+	p.StopAdmitting()
+	_, err = claim(a)
+	wantProblem(t, "after StopAdmitting", err, airlock.EUNAVAILABLE, provision.ProblemShuttingDown, true)
+}
+
+func TestSessionAdmission(t *testing.T) {
+	p := newProvisioner(t, provision.Admission{Sessions: 4, SessionsPerTenant: 2})
+	ctx := context.Background()
+	claim := func(id string) (*provision.Ticket, error) {
+		return p.Admit(ctx, provision.Claim{Kind: provision.Session, Tenant: &airlock.Tenant{ID: id}})
+	}
+	for _, id := range []string{"a", "a", "b"} {
+		if _, err := claim(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := claim("a")
+	wantProblem(t, "a third session of a", err, airlock.ERATELIMITED, provision.ProblemSessionQuota, true)
+	if _, err := claim("c"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = claim("d")
+	wantProblem(t, "a session on a full node", err, airlock.EUNAVAILABLE, provision.ProblemNodeBusy, true)
+}
+
+// Every claim, one-shot or session, gets its backend from the tenant's
+// floor: an untrusted tenant never reaches the container level.
+func TestClaimIsolationAndNetwork(t *testing.T) {
+	p := newProvisioner(t, provision.Admission{})
+	ctx := context.Background()
+	untrusted, first := &airlock.Tenant{ID: "u"}, &airlock.Tenant{ID: "f", FirstParty: true}
+	for _, kind := range []provision.Kind{provision.OneShot, provision.Session} {
+		_, err := p.Admit(ctx, provision.Claim{Kind: kind, Tenant: untrusted, Isolation: airlock.IsolationContainer})
+		wantProblem(t, kind.String()+": untrusted asks for container", err, airlock.EFORBIDDEN, airlock.ProblemIsolationNotAllowed, false)
+		_, err = p.Admit(ctx, provision.Claim{Kind: kind, Tenant: first, Isolation: airlock.IsolationVM})
+		wantProblem(t, kind.String()+": vm on a node without one", err, airlock.EUNAVAILABLE, airlock.ProblemIsolationUnavailable, false)
+		tk, err := p.Admit(ctx, provision.Claim{Kind: kind, Tenant: first, Isolation: airlock.IsolationContainer})
+		if err != nil || tk.Backend().Name() != "kernel" {
+			t.Fatalf("%s: first-party asks for container on a node with only a kernel backend: %v", kind, err)
+		}
+		tk.Cancel()
+		_, err = p.Admit(ctx, provision.Claim{Kind: kind, Tenant: untrusted, Network: true})
+		wantProblem(t, kind.String()+": a network without egress", err, airlock.EFORBIDDEN, "network-unavailable", false)
+	}
+	if u := p.Usage("u"); u != (provision.Usage{}) {
+		t.Errorf("refused claims left usage %+v", u)
+	}
+}

@@ -1,0 +1,118 @@
+package provision
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Config configures a Provisioner.
+type Config struct {
+	// Backends are the node's backends, its default first. Requests reach
+	// the others by asking for their isolation, within the tenant's floor
+	// (airlock.ChooseBackend). Base snapshots and the warm pool serve
+	// every backend that can snapshot.
+	Backends []airlock.Backend
+
+	// Admission bounds what runs at once.
+	Admission Admission
+
+	// SnapshotDir holds the base snapshots; empty disables them (every
+	// sandbox that is not from the pool boots cold).
+	SnapshotDir string
+	// Recipes say how each image and language is readied ahead of a
+	// request; default DefaultRecipes().
+	Recipes map[string]map[airlock.Language]Recipe
+	// Pool sizes the warm pool.
+	Pool PoolConfig
+
+	// Egress gives sandboxes that ask for a network their namespace; nil
+	// refuses such requests (network-unavailable).
+	Egress airlock.Egress
+
+	// Metrics registers the provisioner's Prometheus series; nil keeps
+	// them in a private registry.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
+}
+
+// Admission bounds the sandboxes of a node.
+type Admission struct {
+	// OneShot is how many one-shot runs may hold a sandbox at once (8);
+	// more wait up to QueueTimeout (30 s) for a slot, then get a 503
+	// node-busy problem.
+	OneShot      int
+	QueueTimeout time.Duration
+	// OneShotTenantShare is the share of the one-shot slots one tenant
+	// may hold or wait for at once (0.5, at least one slot): a tenant past
+	// it gets a 429 tenant-busy problem at once, so one tenant cannot
+	// take a node from the others.
+	OneShotTenantShare float64
+	// Sessions bounds live sessions on the node (32; more are a 503) and
+	// SessionsPerTenant those of one tenant (8; more are a 429).
+	Sessions          int
+	SessionsPerTenant int
+}
+
+func (a *Admission) defaults() error {
+	if a.OneShot <= 0 {
+		a.OneShot = 8
+	}
+	if a.QueueTimeout <= 0 {
+		a.QueueTimeout = 30 * time.Second
+	}
+	if a.OneShotTenantShare == 0 {
+		a.OneShotTenantShare = 0.5
+	}
+	if a.OneShotTenantShare < 0 || a.OneShotTenantShare > 1 {
+		return fmt.Errorf("provision: the one-shot tenant share must be in (0, 1]")
+	}
+	if a.Sessions <= 0 {
+		a.Sessions = 32
+	}
+	if a.SessionsPerTenant <= 0 {
+		a.SessionsPerTenant = 8
+	}
+	return nil
+}
+
+// tenantSlots is how many one-shot slots one tenant may hold.
+func (a *Admission) tenantSlots() int {
+	n := int(float64(a.OneShot)*a.OneShotTenantShare + 0.999999)
+	return max(n, 1)
+}
+
+// Validate fills defaults and checks the config.
+func (c *Config) Validate() error {
+	if len(c.Backends) == 0 {
+		return fmt.Errorf("provision: at least one backend is required")
+	}
+	names := map[string]bool{}
+	for i, b := range c.Backends {
+		if b == nil {
+			return fmt.Errorf("provision: backend %d is nil", i)
+		}
+		if names[b.Name()] {
+			return fmt.Errorf("provision: two backends are named %q", b.Name())
+		}
+		names[b.Name()] = true
+	}
+	if err := c.Admission.defaults(); err != nil {
+		return err
+	}
+	if c.Recipes == nil {
+		c.Recipes = DefaultRecipes()
+	}
+	c.Pool.defaults()
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Provisioner hands out the sandboxes of one node. It is safe for
+// concurrent use.
+type Provisioner struct {
+	cfg       Config
+	admission *admission
+	metrics   *metrics
+	snaps     *snapshots // nil when no backend can snapshot or SnapshotDir is empty
+	pool      *pool
+	buildSlot chan struct{}
+
+	// Background work (pool fills, snapshot builds, destroys) runs under
+	// bgCtx and is waited for by Close.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+
+	mu      sync.Mutex
+	started bool
+	warm    []warmKey // registered with Warm before Start
+}
+
+// New returns a provisioner. Register warm pairs with Warm, recover
+// sessions with Reattach, end the rest with Reconcile, then Start.
+func New(cfg Config) (*Provisioner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Provisioner{
+		cfg:       cfg,
+		admission: newAdmission(cfg.Admission),
+		metrics:   newMetrics(cfg.Metrics),
+		buildSlot: make(chan struct{}, 1),
+	}
+	p.bgCtx, p.bgCancel = context.WithCancel(context.Background())
+	if cfg.SnapshotDir != "" {
+		p.snaps = newSnapshots(p, cfg.SnapshotDir)
+	}
+	p.pool = newPool(p, cfg.Pool)
+	return p, nil
+}
+
+// Backends returns the node's backends, the default first.
+func (p *Provisioner) Backends() []airlock.Backend { return slices.Clone(p.cfg.Backends) }
+
+// backend returns the backend named name, or nil.
+func (p *Provisioner) backend(name string) airlock.Backend {
+	for _, b := range p.cfg.Backends {
+		if b.Name() == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Start starts the warm pool and readies the pairs registered with Warm
+// (their base snapshots are built in the background). Snapshots of keys
+// not registered are removed.
+func (p *Provisioner) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return fmt.Errorf("provision: started twice")
+	}
+	p.started = true
+	warm := p.warm
+	p.mu.Unlock()
+	keep := map[string]bool{}
+	for _, k := range warm {
+		keep[k.name()] = true
+		if p.snaps != nil {
+			p.snaps.get(k)
+		}
+		if !p.cfg.Pool.Disabled {
+			p.pool.register(k)
+		}
+	}
+	if p.snaps != nil && len(keep) > 0 {
+		p.snaps.prune(keep)
+	}
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		p.pool.run(p.bgCtx)
+	}()
+	return nil
+}
+
+// Warm registers an image readied for a language under limits, before
+// any request asks: its base snapshot is built and pool members are kept
+// ready from Start on. language "" readies the agent alone (sessions).
+// Only the default backend's sandboxes are kept warm.
+func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits airlock.Limits) {
+	k, ok := p.keyFor(p.cfg.Backends[0], img, language, limits)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.warm = append(p.warm, k)
+}
+
+// Close refuses new admissions, stops the pool, destroys its members and
+// waits for background work (destroys of released sandboxes among it)
+// until ctx ends.
+func (p *Provisioner) Close(ctx context.Context) error {
+	p.admission.close()
+	p.bgCancel()
+	done := make(chan struct{})
+	go func() { p.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StopAdmitting refuses new admissions (503 shutting-down) while what
+// holds a sandbox finishes; Close does it too.
+func (p *Provisioner) StopAdmitting() { p.admission.close() }
+
+// PoolStats reports the pool's ready members and their measured memory.
+func (p *Provisioner) PoolStats() (members int, memoryBytes int64) { return p.pool.stats() }
+
+// Usage reports what the tenant holds on this node now.
+func (p *Provisioner) Usage(tenantID string) Usage { return p.admission.usage(tenantID) }
+
+// Reconcile ends whatever an earlier server left on every backend and
+// that no lease of this one holds: call it at start after the sessions
+// that survive were reattached, before serving. It returns the IDs it
+// ended.
+func (p *Provisioner) Reconcile(ctx context.Context) ([]string, error) {
+	var all []string
+	for _, b := range p.cfg.Backends {
+		ids, err := b.Reconcile(ctx)
+		if len(ids) > 0 {
+			p.cfg.Logger.Warn("reconciler ended sandboxes left by an earlier run", "backend", b.Name(), "count", len(ids), "ids", ids)
+		}
+		all = append(all, ids...)
+		if err != nil {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+// destroyLater destroys a sandbox in the background; done, if not nil,
+// gets the error.
+func (p *Provisioner) destroyLater(sb airlock.Sandbox, done func(error)) {
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		err := sb.Destroy(context.Background())
+		if err != nil {
+			p.cfg.Logger.Error("destroy sandbox", "sandbox", sb.ID(), "err", err)
+		}
+		if done != nil {
+			done(err)
+		}
+	}()
+}

@@ -1,0 +1,64 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airlockhq/airlock"
+)
+
+// sandboxFor gets a sandbox of a warm key: a ready pool member, else one
+// restored from the base snapshot, else a cold boot (whose runtime is not
+// readied: the program then starts as it would anywhere).
+func (p *Provisioner) sandboxFor(ctx context.Context, k warmKey, id string, labels map[string]string) (airlock.Sandbox, string, error) {
+	if sb := p.pool.take(k); sb != nil {
+		return sb, airlock.StartPool, nil
+	}
+	if sb, err := p.restore(ctx, k, id, labels); err == nil && sb != nil {
+		return sb, airlock.StartRestore, nil
+	}
+	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{ID: id, Image: k.img, Limits: k.limits, Labels: labels})
+	if err != nil {
+		return nil, "", fmt.Errorf("create sandbox on %s: %w", k.backend.Name(), err)
+	}
+	return sb, airlock.StartCold, nil
+}
+
+// restore restores a sandbox of k from its base snapshot; nil, nil when
+// there is no snapshot (yet). A snapshot that fails to restore is
+// discarded and rebuilt.
+func (p *Provisioner) restore(ctx context.Context, k warmKey, id string, labels map[string]string) (airlock.Sandbox, error) {
+	if p.snaps == nil {
+		return nil, nil
+	}
+	dir := p.snaps.get(k)
+	if dir == "" {
+		return nil, nil
+	}
+	sb, err := k.backend.(airlock.Snapshotter).Restore(ctx, airlock.SandboxSpec{ID: id, Image: k.img, Limits: k.limits, Labels: labels}, dir)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.snaps.markBad(k, err)
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
+// ready makes a pool member of k: restored from the snapshot, or booted
+// cold and readied by the recipe.
+func (p *Provisioner) ready(ctx context.Context, k warmKey, id string) (airlock.Sandbox, string, error) {
+	labels := map[string]string{"airlock.pool": k.name()}
+	if sb, err := p.restore(ctx, k, id, labels); err == nil && sb != nil {
+		return sb, airlock.StartRestore, nil
+	}
+	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{ID: id, Image: k.img, Limits: k.limits, Labels: labels})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := prepare(ctx, sb, k.recipe); err != nil {
+		sb.Destroy(context.WithoutCancel(ctx))
+		return nil, "", err
+	}
+	return sb, airlock.StartCold, nil
+}

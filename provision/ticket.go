@@ -1,0 +1,169 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Claim is what a caller asks of the node before anything is made for
+// it.
+type Claim struct {
+	Kind   Kind
+	Tenant *airlock.Tenant
+	// Isolation is the level asked for; "" means the node's default
+	// backend. The tenant's floor applies either way.
+	Isolation airlock.Isolation
+	// Network says the sandbox needs a network; BrokerScopes are the
+	// credential broker scopes it will call (they need one too).
+	Network      bool
+	BrokerScopes []string
+}
+
+// Ticket is admitted room for one sandbox on a chosen backend. Acquire
+// turns it into a Lease; Cancel gives it back unused.
+type Ticket struct {
+	p       *Provisioner
+	kind    Kind
+	tenant  string
+	backend airlock.Backend
+	once    sync.Once
+}
+
+// Backend is the backend chosen for the claim.
+func (t *Ticket) Backend() airlock.Backend { return t.backend }
+
+// Cancel gives the room back. It is safe to call more than once, and a
+// no-op once the ticket was turned into a lease (the lease gives it back).
+func (t *Ticket) Cancel() {
+	t.once.Do(func() { t.p.admission.drop(t.kind, t.tenant, t.kind == OneShot) })
+}
+
+// Admit chooses the backend of a claim within the tenant's isolation
+// floor, checks that the node can give it the network it asks for, and
+// takes room for it on the node and in the tenant's share. Errors are
+// problems for the client: isolation-not-allowed (403),
+// isolation-unavailable (503), network-unavailable (403), node-busy
+// (503), tenant-busy and session-quota (429). Nothing is made yet.
+func (p *Provisioner) Admit(ctx context.Context, c Claim) (*Ticket, error) {
+	if c.Tenant == nil {
+		return nil, fmt.Errorf("provision: a claim needs a tenant")
+	}
+	b, err := airlock.ChooseBackend(p.cfg.Backends, c.Tenant, c.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkNetwork(b, c); err != nil {
+		return nil, err
+	}
+	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, false); err != nil {
+		return nil, err
+	}
+	return &Ticket{p: p, kind: c.Kind, tenant: c.Tenant.ID, backend: b}, nil
+}
+
+// checkNetwork refuses a claim for a network this node cannot give.
+func (p *Provisioner) checkNetwork(b airlock.Backend, c Claim) error {
+	if !c.Network && len(c.BrokerScopes) == 0 {
+		return nil
+	}
+	if p.cfg.Egress == nil {
+		if !c.Network {
+			return airlock.Problem(airlock.EFORBIDDEN, "broker-unavailable", "this node runs no credential broker")
+		}
+		return airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "this node has no egress proxy, so sandboxes here have no network")
+	}
+	if !slices.Contains(b.Capabilities().NetworkModes, airlock.NetworkAllowList) {
+		return airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "the %s backend cannot give a sandbox a network", b.Name())
+	}
+	for _, sc := range c.BrokerScopes {
+		if !p.cfg.Egress.HasBrokerScope(sc) {
+			return airlock.Problem(airlock.EINVALID, "unknown-broker-scope", "the credential broker of this node has no scope %q", sc)
+		}
+	}
+	return nil
+}
+
+// Spec says what sandbox to make for an admitted claim.
+type Spec struct {
+	ID    string // the sandbox's ID: unique, safe as a file name
+	Image *airlock.Image
+	// Language is the language the sandbox is readied for (its warm
+	// runtime, see Recipe); "" for none (a session's sandbox, which runs
+	// whatever it is asked to).
+	Language airlock.Language
+	Limits   airlock.Limits
+	Labels   map[string]string
+	// Network, when set, gives the sandbox a network under this request
+	// (made by the node's egress and removed with the sandbox). The claim
+	// must have asked for one.
+	Network *airlock.NetworkRequest
+}
+
+// Acquire gets the sandbox of an admitted ticket: a ready pool member, a
+// restore of the base snapshot, or a cold boot; with a network, a boot
+// into a network made for it. On error the ticket is given back and
+// nothing of the sandbox is left.
+func (t *Ticket) Acquire(ctx context.Context, s Spec) (*Lease, error) {
+	start := time.Now()
+	sb, source, err := t.p.sandbox(ctx, t.backend, s)
+	if err != nil {
+		t.Cancel()
+		return nil, err
+	}
+	l := &Lease{p: t.p, ticket: t, sb: sb, backend: t.backend.Name(), source: source, acquire: time.Since(start)}
+	t.p.metrics.acquire.WithLabelValues(t.kind.String(), source).Observe(l.acquire.Seconds())
+	return l, nil
+}
+
+// sandbox gets a sandbox on backend b.
+func (p *Provisioner) sandbox(ctx context.Context, b airlock.Backend, s Spec) (airlock.Sandbox, string, error) {
+	if s.Network != nil {
+		return p.sandboxWithNetwork(ctx, b, s)
+	}
+	if k, ok := p.keyFor(b, s.Image, s.Language, s.Limits); ok {
+		return p.sandboxFor(ctx, k, s.ID, s.Labels)
+	}
+	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: s.Labels})
+	if err != nil {
+		return nil, "", fmt.Errorf("create sandbox on %s: %w", b.Name(), err)
+	}
+	return sb, airlock.StartCold, nil
+}
+
+// sandboxWithNetwork boots a sandbox in a network made for it (pool
+// members and snapshots have none), which is removed with the sandbox.
+func (p *Provisioner) sandboxWithNetwork(ctx context.Context, b airlock.Backend, s Spec) (airlock.Sandbox, string, error) {
+	if p.cfg.Egress == nil {
+		return nil, "", airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "this node has no egress proxy, so sandboxes here have no network")
+	}
+	att, err := p.cfg.Egress.Attach(ctx, *s.Network)
+	if err != nil {
+		var ae *airlock.Error
+		if errors.As(err, &ae) {
+			return nil, "", err
+		}
+		return nil, "", &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "network-failed", Message: "the sandbox's network could not be made", Err: err}
+	}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	if n, ok := att.(interface{ Name() string }); ok {
+		labels[LabelNetwork] = n.Name()
+	}
+	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: labels, Network: att.Sandbox()})
+	if err != nil {
+		return nil, "", errors.Join(fmt.Errorf("create sandbox on %s: %w", b.Name(), err), att.Close(context.WithoutCancel(ctx)))
+	}
+	return airlock.WithNetwork(sb, att), airlock.StartCold, nil
+}
+
+// LabelNetwork is the label that names a sandbox's network (its link),
+// so that a restarted server can find it again.
+const LabelNetwork = "airlock.network"
