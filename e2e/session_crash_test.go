@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,15 +14,20 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/sqlite"
 )
 
-// TestSessionCrashRecovery kills airlockd with SIGKILL while a session
-// lives (with a command running in it), starts it again on the same state
-// directory, and checks that the session's sandbox is gone from the host,
-// that its record says it was ended by the restart, that its running exec
-// is recorded as failed, and that sessions work on the new server. Then a
-// clean stop ends a live session and leaves nothing.
-func TestSessionCrashRecovery(t *testing.T) {
+// TestSessionSurvivesRestart kills airlockd with SIGKILL (airlockd alone,
+// not its process group) while a session lives, with a file written, a
+// variable set in a Python context and a long command running, starts it
+// again on the same state directory, and finds the session live: the same
+// ID and deadline, the file, the variable, and the command adopted, its
+// record complete with the output from before and after the restart. A
+// sandbox whose session record says it ended is removed at the start.
+// Then the same through a clean stop (SIGTERM, which keeps sessions by
+// default), and last a clean stop with --keep-sessions=false, which ends
+// them and leaves nothing on the host.
+func TestSessionSurvivesRestart(t *testing.T) {
 	testenv.RequireRoot(t)
 	runsc := testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
@@ -39,8 +45,9 @@ func TestSessionCrashRecovery(t *testing.T) {
 	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
 	bin := buildAirlockd(t, tmp)
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	// No warm pool: the sandboxes on the host are the session's alone.
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", ""}
+	// No warm pool: the sandboxes on the host are the sessions' alone.
+	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
+		"--pool-max", "0", "--warm", "", "--warm-sessions", ""}
 
 	d1 := startDaemon(t, bin, args)
 	daemons = append(daemons, d1)
@@ -49,96 +56,174 @@ func TestSessionCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.TrimSpace(string(keyBytes))
-	c1 := newClient(t, d1.url, key)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	c := newClient(t, d1.url, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sess, _, err := c1.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base"}, client.WithIdempotencyKey("crash-1"))
+	sess, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", TimeoutS: 3600}, client.WithIdempotencyKey("crash-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c1.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "echo work > w.txt"}); err != nil {
+	if _, err := c.PutFile(ctx, sess.ID, "w.txt", strings.NewReader("work"), 4); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{})
-	var once sync.Once
-	execDone := make(chan error, 1)
-	go func() {
-		_, err := c1.ExecStreaming(ctx, sess.ID, airlock.SessionExecRequest{Shell: "echo running; sleep 120"},
-			client.ExecStream{Stdout: writerFunc(func([]byte) { once.Do(func() { close(started) }) })})
-		execDone <- err
-	}()
-	<-started
-
-	d1.kill(t)
-	if err := <-execDone; err == nil {
-		t.Fatal("the exec returned a result after airlockd was killed")
+	py, err := c.CreateContext(ctx, sess.ID, airlock.ContextPython)
+	if err != nil {
+		t.Fatal(err)
 	}
-	left := observe(t, runsc, tmp, parent, 0)
-	if !left.mentioning("ss-" + sess.ID).empty() {
-		t.Logf("left by the crash for the session: %s", left.mentioning("ss-"+sess.ID))
+	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x = 41 + 1"}); err != nil {
+		t.Fatal(err)
+	}
+	// A second session, ended in the store while no server runs: its
+	// sandbox must go at the next start.
+	orphan, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base"})
+	if err != nil {
+		t.Fatal(err)
 	}
 
-	d2 := startDaemon(t, bin, args)
-	daemons = append(daemons, d2)
-	now := observe(t, runsc, tmp, parent, d2.pid())
-	if got := now.mentioning("ss-" + sess.ID); !got.empty() {
-		t.Errorf("the session's sandbox is still on the host after the restart: %s", got)
+	restarts := []struct {
+		name string
+		stop func(*daemon)
+	}{
+		{"SIGKILL", func(d *daemon) { d.kill(t) }},
+		{"SIGTERM", func(d *daemon) { d.stop(t) }},
 	}
-	c2 := newClient(t, d2.url, key)
-	got, err := c2.Session(ctx, sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != airlock.SessionDestroyed || got.EndReason != airlock.EndServerRestarted || got.EndedAt == nil {
-		t.Fatalf("session after the restart: state %s, end %q (%s)", got.State, got.EndReason, got.EndDetail)
-	}
-	t.Logf("session after the restart: %s, %s: %s", got.State, got.EndReason, got.EndDetail)
-	page, err := c2.ListExecutions(ctx, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var running int
-	for _, e := range page.Executions {
-		if e.SessionID == sess.ID && e.Status == airlock.StatusRunning {
-			running++
+	d := d1
+	for round, r := range restarts {
+		mark := fmt.Sprintf("go%d", round)
+		execDone := startLongExec(ctx, t, c, sess.ID, mark)
+		r.stop(d)
+		if err := <-execDone; err == nil {
+			t.Fatalf("%s: the exec returned a result after airlockd went", r.name)
+		}
+		if round == 0 {
+			endInStore(t, tmp, orphan.ID)
+			if left := observe(t, runsc, tmp, parent, 0); left.mentioning("ss-" + sess.ID).empty() {
+				t.Fatalf("%s: the session's sandbox did not outlive airlockd", r.name)
+			}
+		}
+		start := time.Now()
+		d = startDaemon(t, bin, args)
+		daemons = append(daemons, d)
+		t.Logf("%s: airlockd served again %v after its start", r.name, time.Since(start).Round(time.Millisecond))
+		c = newClient(t, d.url, key)
+		got, err := c.Session(ctx, sess.ID)
+		if err != nil || !got.State.Live() || !got.ExpiresAt.Equal(sess.ExpiresAt) {
+			t.Fatalf("%s: session after the restart: %+v %v", r.name, got, err)
+		}
+		var out bytes.Buffer
+		if _, err := c.GetFile(ctx, sess.ID, "w.txt", &out); err != nil || out.String() != "work" {
+			t.Errorf("%s: file after the restart: %q %v", r.name, out.String(), err)
+		}
+		if res, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x"}); err != nil || res.Value != "42" {
+			t.Errorf("%s: the context's variable after the restart: %+v %v", r.name, res, err)
+		}
+		// The command ran on and is adopted: its record gets all of it.
+		if _, err := c.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "touch /workspace/" + mark}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, r.name+": the adopted command's record", func() bool {
+			page, err := c.ListExecutions(ctx, 0, "")
+			if err != nil {
+				return false
+			}
+			for _, e := range page.Executions {
+				if e.Status == airlock.StatusRunning && e.Language == airlock.Bash {
+					return false
+				}
+			}
+			for _, e := range page.Executions {
+				if e.ExitCode == 7 && e.Status == airlock.StatusCompleted {
+					full, err := c.Execution(ctx, e.ID)
+					if err == nil && full.Stdout == "before "+mark+"\nafter "+mark+"\n" {
+						return true
+					}
+				}
+			}
+			return false
+		})
+		if round == 0 {
+			if got := observe(t, runsc, tmp, parent, d.pid()).mentioning("ss-" + orphan.ID); !got.empty() {
+				t.Errorf("the sandbox of a session ended in the store is still on the host: %s", got)
+			}
+			// A retry with the first key names the same session.
+			again, created, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", TimeoutS: 3600}, client.WithIdempotencyKey("crash-1"))
+			if err != nil || created || again.ID != sess.ID {
+				t.Errorf("retry after the restart: %+v created %v, %v", again, created, err)
+			}
 		}
 	}
-	if running != 0 || len(page.Executions) != 2 {
-		t.Errorf("session executions after the restart: %d listed, %d still running", len(page.Executions), running)
-	}
-	_, err = c2.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "cat w.txt"})
-	if airlock.ErrorCode(err) != airlock.ECONFLICT {
-		t.Errorf("exec in the ended session: %v, want a session-ended problem", err)
-	}
-	// A retry with the first key names the ended session, not a new one.
-	again, created, err := c2.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base"}, client.WithIdempotencyKey("crash-1"))
-	if err != nil || created || again.ID != sess.ID {
-		t.Errorf("retry after the restart: %+v created %v, %v", again, created, err)
-	}
 
-	// The new server makes sessions; a clean stop ends them and leaves
-	// nothing behind.
-	fresh, _, err := c2.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base"})
+	// A clean stop that ends sessions leaves nothing behind.
+	d.stop(t)
+	noKeep := append(append([]string{}, args...), "--keep-sessions=false")
+	d = startDaemon(t, bin, noKeep)
+	daemons = append(daemons, d)
+	c = newClient(t, d.url, key)
+	if got, err := c.Session(ctx, sess.ID); err != nil || !got.State.Live() {
+		t.Fatalf("session before the last stop: %+v %v", got, err)
+	}
+	d.stop(t)
+	if after := observe(t, runsc, tmp, parent, 0); !after.empty() {
+		t.Errorf("left after a clean stop that ends sessions: %s", after)
+	}
+	d = startDaemon(t, bin, args)
+	daemons = append(daemons, d)
+	if got, err := newClient(t, d.url, key).Session(ctx, sess.ID); err != nil || got.EndReason != airlock.EndShutdown {
+		t.Errorf("session ended by the clean stop: %+v %v", got, err)
+	}
+	d.stop(t)
+}
+
+// startLongExec starts a command in the session that prints, waits for
+// the file mark, prints again and exits 7; it returns once the first line
+// arrived, and the call's error comes on the channel.
+func startLongExec(ctx context.Context, t *testing.T, c *client.Client, id, mark string) <-chan error {
+	t.Helper()
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ExecStreaming(ctx, id, airlock.SessionExecRequest{
+			Shell:      "echo before " + mark + "; while [ ! -e /workspace/" + mark + " ]; do sleep 0.05; done; echo after " + mark + "; exit 7",
+			TimeoutSec: 600,
+		}, client.ExecStream{Stdout: writerFunc(func([]byte) { once.Do(func() { close(started) }) })})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the long command did not start: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the long command printed nothing within a minute")
+	}
+	return done
+}
+
+// endInStore records a session as ended directly in the store of a
+// stopped airlockd, as if its record were ended while its sandbox lived.
+func endInStore(t *testing.T, stateDir, id string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if _, err := c2.PutFile(ctx, fresh.ID, "x", strings.NewReader("ok"), 2); err != nil {
+	defer db.Close()
+	s, err := db.LiveSessions(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.GetFile(ctx, fresh.ID, "x", &out); err != nil || out.String() != "ok" {
-		t.Fatalf("files on the new server: %q %v", out.String(), err)
+	for _, x := range s {
+		if x.ID == id {
+			now := time.Now()
+			x.State, x.EndedAt, x.EndReason = airlock.SessionFailed, &now, airlock.EndSandboxExited
+			if err := db.UpdateSession(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
-	d2.stop(t)
-	if after := observe(t, runsc, tmp, parent, 0); !after.empty() {
-		t.Errorf("left after a clean stop: %s", after)
-	}
-	d3 := startDaemon(t, bin, args)
-	daemons = append(daemons, d3)
-	if got, err := newClient(t, d3.url, key).Session(ctx, fresh.ID); err != nil || got.EndReason != airlock.EndShutdown {
-		t.Errorf("session ended by the clean stop: %+v %v", got, err)
-	}
-	d3.stop(t)
+	t.Fatalf("session %s is not live in the store", id)
 }
 
 // writerFunc is an io.Writer that calls f with every write.

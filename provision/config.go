@@ -48,9 +48,9 @@ type Admission struct {
 	OneShot      int
 	QueueTimeout time.Duration
 	// OneShotTenantShare is the share of the one-shot slots one tenant
-	// may hold or wait for at once (0.5, at least one slot): a tenant past
-	// it gets a 429 tenant-busy problem at once, so one tenant cannot
-	// take a node from the others.
+	// may hold or wait for at once (0.75, at least one slot): a tenant
+	// past it gets a 429 tenant-busy problem at once, so one tenant
+	// cannot take a whole node from the others.
 	OneShotTenantShare float64
 	// Sessions bounds live sessions on the node (32; more are a 503) and
 	// SessionsPerTenant those of one tenant (8; more are a 429).
@@ -66,7 +66,7 @@ func (a *Admission) defaults() error {
 		a.QueueTimeout = 30 * time.Second
 	}
 	if a.OneShotTenantShare == 0 {
-		a.OneShotTenantShare = 0.5
+		a.OneShotTenantShare = 0.75
 	}
 	if a.OneShotTenantShare < 0 || a.OneShotTenantShare > 1 {
 		return fmt.Errorf("provision: the one-shot tenant share must be in (0, 1]")

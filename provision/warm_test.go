@@ -34,7 +34,9 @@ func newHarness(t *testing.T, snapDir string, pool provision.PoolConfig, warm ..
 	if snapDir == "" {
 		snapDir = filepath.Join(t.TempDir(), "snapshots")
 	}
-	st := teststack.New(t, teststack.Options{SnapshotDir: snapDir, Pool: pool, Warm: warm, NoServer: true})
+	// One tenant runs everything here: it may use all of the node.
+	st := teststack.New(t, teststack.Options{SnapshotDir: snapDir, Pool: pool, Warm: warm, NoServer: true,
+		Admission: provision.Admission{OneShotTenantShare: 1}})
 	tenant := st.NewTenant(t, "t"+airlock.NewID()[:8])
 	return &harness{m: st.Manager, prov: st.Provisioner, store: st.Store, tenant: tenant.Tenant, snaps: snapDir}
 }

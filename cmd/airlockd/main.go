@@ -72,7 +72,7 @@ func main() {
 	flag.DurationVar(&o.maxTimeout, "max-timeout", 5*time.Minute, "longest wall time a request may ask for")
 	flag.DurationVar(&o.defaultTimeout, "default-timeout", airlock.DefaultLimits.Timeout, "wall time when a request names none")
 	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "one-shot executions running at once on this node")
-	flag.Float64Var(&o.tenantShare, "tenant-share", 0.5, "share of the one-shot slots (--max-concurrent) one tenant may hold or wait for at once; past it a request gets a 429 at once")
+	flag.Float64Var(&o.tenantShare, "tenant-share", 0.75, "share of the one-shot slots (--max-concurrent) one tenant may hold or wait for at once; past it a request gets a 429 at once")
 	flag.BoolVar(&o.keepSessions, "keep-sessions", true, "on SIGTERM or SIGINT, leave live sessions running for the next start to reattach (false: end them)")
 	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
