@@ -57,8 +57,9 @@ type refusal struct {
 
 // httpRelay relays one plain-HTTP connection.
 type httpRelay struct {
-	pc  *proxyConn
-	buf []byte // read from the client, not yet forwarded
+	pc   *proxyConn
+	buf  []byte // read from the client, not yet forwarded
+	rbuf []byte // for reads from the client
 
 	mu        sync.Mutex
 	refusing  bool // the up side is answering a refused request
@@ -184,9 +185,11 @@ func (e parseError) Error() string { return e.err.Error() }
 
 // fill reads once more from the client.
 func (h *httpRelay) fill() error {
-	var tmp [16 << 10]byte
-	n, err := h.pc.client.Read(tmp[:])
-	h.buf = append(h.buf, tmp[:n]...)
+	if h.rbuf == nil {
+		h.rbuf = make([]byte, 16<<10)
+	}
+	n, err := h.pc.client.Read(h.rbuf)
+	h.buf = append(h.buf, h.rbuf[:n]...)
 	if n > 0 {
 		return nil
 	}
