@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -219,31 +218,38 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 			deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", b.cfg.MaxRequestBytes))
 			return
 		}
-		b.cfg.Logger.Warn("broker upstream call failed", "scope", scopeName, "err", err)
+		rd := newRedactor(secret)
+		b.cfg.Logger.Warn("broker upstream call failed", "scope", scopeName, "err", rd.redact(err.Error()))
 		writeProblem(w, http.StatusBadGateway, "upstream-failed", "the upstream did not answer")
-		ev.Detail += ": " + redact(err.Error(), secret)
+		ev.Detail += ": " + rd.redact(err.Error())
 		finish(airlock.VerdictFailed, "upstream-failed")
 		return
 	}
 	defer resp.Body.Close()
+	rd := newRedactor(secret)
+	// A body the transport did not decode (it asks for gzip and decodes
+	// that itself) cannot be searched for the credential.
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		writeProblem(w, http.StatusBadGateway, "upstream-encoded", "the upstream's answer is encoded ("+clip(ce)+"); the broker returns only answers it can check for the credential")
+		ev.Detail += fmt.Sprintf(" -> %d: Content-Encoding %s refused", resp.StatusCode, clip(ce))
+		finish(airlock.VerdictFailed, "upstream-encoded")
+		return
+	}
 	h := w.Header()
 	for k, vs := range resp.Header {
 		ck := http.CanonicalHeaderKey(k)
 		if slices.Contains(dropResponse, ck) || slices.ContainsFunc(sc.StripResponseHeaders, func(s string) bool { return strings.EqualFold(s, ck) }) {
 			continue
 		}
-		carries := false
-		for _, v := range vs {
-			if strings.Contains(v, secret) {
-				carries = true
-			}
+		// A header that carries the credential, in its name or a value
+		// and in any form the redactor knows, is dropped whole.
+		if rd.contains(k) || slices.ContainsFunc(vs, rd.contains) {
+			continue
 		}
-		if !carries {
-			h[ck] = vs
-		}
+		h[ck] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
-	n, err := copyRedacted(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), []byte(secret), b.cfg.MaxResponseBytes)
+	n, err := rd.copy(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), b.cfg.MaxResponseBytes)
 	ev.BytesDown = n
 	ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
 	if err != nil {
@@ -262,10 +268,6 @@ func clip(s string) string {
 		return s[:512]
 	}
 	return s
-}
-
-func redact(s, secret string) string {
-	return strings.ReplaceAll(s, secret, "[REDACTED]")
 }
 
 // writeProblem answers inside the sandbox with a problem document.
@@ -290,49 +292,4 @@ func (c *countReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
 	return n, err
-}
-
-// copyRedacted copies src to dst with every occurrence of secret replaced
-// by [REDACTED], streaming: it holds back len(secret)-1 bytes between reads
-// so an occurrence split across reads is still found. It stops with an
-// error after max bytes.
-func copyRedacted(dst io.Writer, src io.Reader, secret []byte, max int64) (int64, error) {
-	repl := []byte("[REDACTED]")
-	keep := len(secret) - 1
-	var pending []byte
-	var total, read int64
-	buf := make([]byte, 32<<10)
-	flush := func(b []byte) error {
-		n, err := dst.Write(b)
-		total += int64(n)
-		if f, ok := dst.(http.Flusher); ok {
-			f.Flush()
-		}
-		return err
-	}
-	for {
-		n, rerr := src.Read(buf)
-		read += int64(n)
-		if read > max {
-			return total, fmt.Errorf("response over %d bytes cut", max)
-		}
-		pending = append(pending, buf[:n]...)
-		pending = bytes.ReplaceAll(pending, secret, repl)
-		if rerr != nil {
-			if err := flush(pending); err != nil {
-				return total, err
-			}
-			if rerr == io.EOF {
-				return total, nil
-			}
-			return total, rerr
-		}
-		if len(pending) > keep {
-			out := pending[:len(pending)-keep]
-			if err := flush(out); err != nil {
-				return total, err
-			}
-			pending = append([]byte(nil), pending[len(pending)-keep:]...)
-		}
-	}
 }

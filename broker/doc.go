@@ -4,7 +4,8 @@
 // checks that the sandbox holds the scope and that the method and path fit
 // it, makes the call upstream with the scope's credential, and returns the
 // response with every credential-bearing header removed and any copy of
-// the credential in the body redacted. The credential never enters the
+// the credential in the body redacted, in any of the encodings an
+// upstream might echo it in (redact.go). The credential never enters the
 // sandbox. Every call, allowed or not, is recorded in the egress audit
 // log.
 //

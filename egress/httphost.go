@@ -26,6 +26,7 @@ var (
 	errHostMismatch    = errors.New("the request target names another host than the Host header")
 	errConnectMethod   = errors.New("CONNECT: the proxy is transparent, not an HTTP proxy")
 	errHTTP2PriorKnown = errors.New("HTTP/2 without TLS is not supported")
+	errBodyFraming     = errors.New("ambiguous or unsupported body framing (Content-Length, Transfer-Encoding)")
 )
 
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "PRI"}
@@ -52,7 +53,21 @@ type HTTPHead struct {
 	Host   string // normalised name
 	Port   int    // from the Host header; 0 when it names none
 	Path   string // the request target
+
+	// HeadLen is the length of the head, through the blank line that
+	// ends it; the body (if any) follows.
+	HeadLen int
+	// Chunked is set when the body is sent in chunks; else
+	// ContentLength is its length (0: no body).
+	Chunked       bool
+	ContentLength int64
+	// Upgrade is the Upgrade header's value, lower case ("" if none).
+	Upgrade string
 }
+
+// WebSocket reports whether the request asks to switch to WebSocket and
+// to nothing else.
+func (h HTTPHead) WebSocket() bool { return h.Upgrade == "websocket" }
 
 // ParseHTTPHead parses an HTTP/1 request head at the start of b. It
 // returns errNeedMore until the blank line that ends the head; any other
@@ -72,7 +87,14 @@ func ParseHTTPHead(b []byte) (HTTPHead, error) {
 	if end+4 > maxHTTPHead {
 		return h, errHeadTooLarge
 	}
-	lines := strings.Split(string(b[:end]), "\r\n")
+	head := string(b[:end])
+	// A CR or LF that is not part of a CRLF, or a NUL, is where lenient
+	// servers and this parser could disagree on where a header (or the
+	// head) ends: refused.
+	if strings.ContainsAny(strings.ReplaceAll(head, "\r\n", ""), "\r\n\x00") {
+		return h, errBadHTTP
+	}
+	lines := strings.Split(head, "\r\n")
 	parts := strings.Split(lines[0], " ")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
 		return h, errBadHTTP
@@ -91,6 +113,7 @@ func ParseHTTPHead(b []byte) (HTTPHead, error) {
 		return h, errBadHTTP
 	}
 	host, found := "", false
+	var te, cl, upgrade []string
 	for _, line := range lines[1:] {
 		if line == "" || line[0] == ' ' || line[0] == '\t' {
 			return h, errBadHTTP // no obsolete line folding
@@ -99,12 +122,20 @@ func ParseHTTPHead(b []byte) (HTTPHead, error) {
 		if !ok || !validToken(name) {
 			return h, errBadHTTP
 		}
-		if strings.EqualFold(name, "Host") {
+		value = strings.Trim(value, " \t")
+		switch {
+		case strings.EqualFold(name, "Host"):
 			if found {
 				return h, errManyHosts
 			}
 			found = true
-			host = strings.Trim(value, " \t")
+			host = value
+		case strings.EqualFold(name, "Transfer-Encoding"):
+			te = append(te, value)
+		case strings.EqualFold(name, "Content-Length"):
+			cl = append(cl, value)
+		case strings.EqualFold(name, "Upgrade"):
+			upgrade = append(upgrade, value)
 		}
 	}
 	if !found || host == "" {
@@ -123,7 +154,51 @@ func ParseHTTPHead(b []byte) (HTTPHead, error) {
 	} else if !strings.HasPrefix(target, "/") && target != "*" {
 		return h, errBadHTTP
 	}
-	return HTTPHead{Method: method, Host: name, Port: port, Path: target}, nil
+	h = HTTPHead{Method: method, Host: name, Port: port, Path: target, HeadLen: end + 4}
+	if h.Chunked, h.ContentLength, err = bodyFraming(version, te, cl); err != nil {
+		return HTTPHead{}, err
+	}
+	h.Upgrade = strings.ToLower(strings.Join(upgrade, ","))
+	return h, nil
+}
+
+// bodyFraming reads how a request's body is delimited from its
+// Transfer-Encoding and Content-Length values. Only what every server
+// reads the same way passes (RFC 9112, section 6): chunked as the last
+// coding and no Content-Length, or one Content-Length (repeated values
+// must agree), or neither (no body). Anything else could make the proxy
+// and the upstream see different requests in one stream, so it is
+// refused.
+func bodyFraming(version string, te, cl []string) (chunked bool, length int64, err error) {
+	if len(te) > 0 {
+		if len(cl) > 0 || version == "HTTP/1.0" {
+			return false, 0, errBodyFraming
+		}
+		codings := strings.Split(strings.Join(te, ","), ",")
+		for i, c := range codings {
+			c = strings.ToLower(strings.Trim(c, " \t"))
+			if !validToken(c) || (c == "chunked") != (i == len(codings)-1) {
+				return false, 0, errBodyFraming
+			}
+		}
+		return true, 0, nil
+	}
+	length = -1
+	if len(cl) == 0 {
+		return false, 0, nil
+	}
+	for _, v := range strings.Split(strings.Join(cl, ","), ",") {
+		v = strings.Trim(v, " \t")
+		if v == "" || len(v) > 18 || strings.Trim(v, "0123456789") != "" {
+			return false, 0, errBodyFraming
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if length >= 0 && n != length {
+			return false, 0, errBodyFraming
+		}
+		length = n
+	}
+	return false, length, nil
 }
 
 // splitHost splits a Host value into a normalised name and a port.

@@ -119,6 +119,60 @@ func TestParseHTTPHead(t *testing.T) {
 	}
 }
 
+// The body framing of a request head: what the proxy needs to find the
+// next request on a kept-alive connection, and refusals of anything two
+// servers could read differently.
+func TestParseHTTPHeadFraming(t *testing.T) {
+	tests := []struct {
+		headers string
+		chunked bool
+		length  int64
+		upgrade string
+		err     bool
+	}{
+		{headers: ""},
+		{headers: "Content-Length: 12\r\n", length: 12},
+		{headers: "Content-Length: 12\r\ncontent-length: 12\r\n", length: 12},
+		{headers: "Content-Length: 12, 12\r\n", length: 12},
+		{headers: "Content-Length: 007\r\n", length: 7},
+		{headers: "Transfer-Encoding: chunked\r\n", chunked: true},
+		{headers: "Transfer-Encoding: gzip, Chunked\r\n", chunked: true},
+		{headers: "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", chunked: true},
+		{headers: "Upgrade: WebSocket\r\nConnection: Upgrade\r\n", upgrade: "websocket"},
+		{headers: "Upgrade: h2c, websocket\r\n", upgrade: "h2c, websocket"},
+		{headers: "Content-Length: 12\r\nTransfer-Encoding: chunked\r\n", err: true},
+		{headers: "Content-Length: 12\r\nContent-Length: 13\r\n", err: true},
+		{headers: "Content-Length: -1\r\n", err: true},
+		{headers: "Content-Length: +1\r\n", err: true},
+		{headers: "Content-Length: 0x10\r\n", err: true},
+		{headers: "Content-Length: \r\n", err: true},
+		{headers: "Content-Length: 99999999999999999999\r\n", err: true},
+		{headers: "Transfer-Encoding: chunked, gzip\r\n", err: true},
+		{headers: "Transfer-Encoding: chunked, chunked\r\n", err: true},
+		{headers: "Transfer-Encoding: identity\r\n", err: true},
+		{headers: "Transfer-Encoding: chunked\n", err: true},
+		{headers: "X: a\nTransfer-Encoding: chunked\r\n", err: true},
+		{headers: "X: a\rb\r\n", err: true},
+		{headers: "X: a\x00b\r\n", err: true},
+		{headers: "Transfer-Encoding : chunked\r\n", err: true},
+	}
+	for _, tt := range tests {
+		in := "POST /x HTTP/1.1\r\nHost: api.test\r\n" + tt.headers + "\r\nbody"
+		h, err := egress.ParseHTTPHead([]byte(in))
+		switch {
+		case tt.err && err == nil:
+			t.Errorf("%q: parsed %+v, want an error", tt.headers, h)
+		case !tt.err && err != nil:
+			t.Errorf("%q: %v", tt.headers, err)
+		case !tt.err && (h.Chunked != tt.chunked || h.ContentLength != tt.length || h.Upgrade != tt.upgrade || h.HeadLen != len(in)-4):
+			t.Errorf("%q: %+v, want chunked %v, length %d, upgrade %q, head length %d", tt.headers, h, tt.chunked, tt.length, tt.upgrade, len(in)-4)
+		}
+	}
+	if _, err := egress.ParseHTTPHead([]byte("GET / HTTP/1.0\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n")); err == nil {
+		t.Error("chunked in HTTP/1.0 parsed")
+	}
+}
+
 func TestTunnelFlags(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -215,6 +269,8 @@ func FuzzParseHTTPHead(f *testing.F) {
 	f.Add([]byte("GET /x HTTP/1.1\r\nHost: api.test\r\n\r\n"))
 	f.Add([]byte("GET http://api.test:81/ HTTP/1.0\r\nHost: api.test:81\r\n\r\n"))
 	f.Add([]byte("POST / HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3, 3\r\nUpgrade: websocket\r\n\r\nabc"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := egress.ParseHTTPHead(b)
 		if err != nil {
@@ -225,6 +281,12 @@ func FuzzParseHTTPHead(f *testing.F) {
 		}
 		if h.Port < 0 || h.Port > 65535 {
 			t.Fatalf("port %d", h.Port)
+		}
+		if h.HeadLen < 4 || h.HeadLen > len(b) || string(b[h.HeadLen-4:h.HeadLen]) != "\r\n\r\n" {
+			t.Fatalf("head length %d of %q", h.HeadLen, b)
+		}
+		if h.ContentLength < 0 || h.Chunked && h.ContentLength != 0 {
+			t.Fatalf("framing: chunked %v, length %d", h.Chunked, h.ContentLength)
 		}
 	})
 }

@@ -36,17 +36,25 @@ type proxyConn struct {
 // cut closes the connection from the proxy's side: a reset to the
 // sandbox, a close to the upstream. The first reason is kept.
 func (c *proxyConn) cut(reason string) {
-	c.mu.Lock()
-	if c.reason != "" {
-		c.mu.Unlock()
+	if !c.markCut(reason) {
 		return
 	}
-	c.reason = reason
-	c.mu.Unlock()
 	reset(c.client)
 	if c.upstream != nil {
 		c.upstream.Close()
 	}
+}
+
+// markCut records why the connection is being cut, unless it already
+// was; it reports whether this reason is the one kept.
+func (c *proxyConn) markCut(reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reason != "" {
+		return false
+	}
+	c.reason = reason
+	return true
 }
 
 func (c *proxyConn) cutReason() string {
@@ -223,8 +231,22 @@ func (s *Service) handle(c *net.TCPConn) {
 	if _, ok := a.policy.Load().Admit(name, port, proto); !ok {
 		pc.cut("policy-changed")
 	}
-	pc.relay(head)
+	var refused *refusal
+	if proto == ProtoHTTP {
+		refused = pc.relayHTTP(head, hh)
+	} else {
+		pc.relay(head)
+	}
 	a.removeConn(pc)
+	if refused != nil {
+		// The refused request gets an event of its own, as a refused
+		// first request would.
+		rev := a.event(airlock.EgressConnection)
+		rev.Protocol, rev.Dialled, rev.Port, rev.Resolved = proto, ev.Dialled, ev.Port, ev.Resolved
+		rev.Name, rev.Host = refused.head.Host, refused.hostHd
+		rev.Verdict, rev.Reason, rev.Detail = airlock.VerdictDenied, refused.reason, refused.detail
+		s.Record(rev)
+	}
 	ev.BytesUp, ev.BytesDown = pc.up.Load(), pc.down.Load()
 	ev.DurationMS = time.Since(start).Milliseconds()
 	ev.Verdict = airlock.VerdictAllowed

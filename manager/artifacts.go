@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -36,7 +36,12 @@ type fileState struct {
 // collect can tell new and changed files from old ones.
 func snapshotDir(dir string) map[string]fileState {
 	out := map[string]fileState{}
-	walk(dir, func(rel string, fi fs.FileInfo) bool {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return out
+	}
+	defer root.Close()
+	walk(root, func(rel string, fi fs.FileInfo) bool {
 		out[rel] = stateOf(fi)
 		return true
 	})
@@ -51,45 +56,101 @@ func stateOf(fi fs.FileInfo) fileState {
 	return st
 }
 
-// walk calls fn for every regular file under root, never following a
+// walk calls fn for every regular file beneath root, never following a
 // symlink, in lexical order. fn returns false to stop.
-func walk(root string, fn func(rel string, fi fs.FileInfo) bool) {
-	seen := 0
-	var visit func(dir, rel string, depth int) bool
-	visit = func(dir, rel string, depth int) bool {
-		if depth > maxWalkDepth {
-			return true
-		}
-		entries, err := os.ReadDir(dir)
+//
+// The workspace is hostile: its code may have left symlinks anywhere and,
+// were it still running, could swap a directory for a symlink at any
+// moment. So no path is resolved from the host's root: each directory is
+// opened through the os.Root of its parent, checked to be the directory
+// that was stat'ed (not a symlink swapped in since), listed through its
+// own descriptor, and its entries are stat'ed relative to it.
+func walk(root *os.Root, fn func(rel string, fi fs.FileInfo) bool) {
+	w := walker{fn: fn}
+	w.visit(root, "", 0)
+}
+
+type walker struct {
+	fn   func(rel string, fi fs.FileInfo) bool
+	seen int
+}
+
+// visit walks the directory dir, named rel beneath the workspace. It
+// returns false when the walk is to stop.
+func (w *walker) visit(dir *os.Root, rel string, depth int) bool {
+	names, ok := w.list(dir)
+	for _, name := range names {
+		r := path.Join(rel, name)
+		fi, err := dir.Lstat(name)
 		if err != nil {
-			return true
+			continue
 		}
-		for _, e := range entries {
-			seen++
-			if seen > maxWalkEntries {
-				return false
+		switch {
+		case fi.IsDir():
+			if depth+1 > maxWalkDepth {
+				continue
 			}
-			full := filepath.Join(dir, e.Name())
-			r := path.Join(rel, e.Name())
-			fi, err := os.Lstat(full)
+			sub, err := openDirBeneath(dir, name, fi)
 			if err != nil {
 				continue
 			}
-			switch {
-			case fi.IsDir():
-				if !visit(full, r, depth+1) {
-					return false
-				}
-			case fi.Mode().IsRegular():
-				if !fn(r, fi) {
-					return false
-				}
+			more := w.visit(sub, r, depth+1)
+			sub.Close()
+			if !more {
+				return false
 			}
-			// Symlinks, FIFOs, sockets and devices are never artifacts.
+		case fi.Mode().IsRegular():
+			if !w.fn(r, fi) {
+				return false
+			}
 		}
-		return true
+		// Symlinks, FIFOs, sockets and devices are never artifacts.
 	}
-	visit(root, "", 0)
+	return ok
+}
+
+// list returns the names in dir, sorted, counting them against
+// maxWalkEntries; ok is false when that bound was reached (names then
+// holds those within it).
+func (w *walker) list(dir *os.Root) (names []string, ok bool) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return nil, true
+	}
+	defer f.Close()
+	for {
+		batch, err := f.ReadDir(256)
+		for _, e := range batch {
+			if w.seen >= maxWalkEntries {
+				slices.Sort(names)
+				return names, false
+			}
+			w.seen++
+			names = append(names, e.Name())
+		}
+		if err != nil || len(batch) == 0 {
+			break
+		}
+	}
+	slices.Sort(names)
+	return names, true
+}
+
+// openDirBeneath opens the directory name in dir as a root of its own,
+// and only if it is the directory fi describes: a symlink put in its place
+// after the Lstat (which os.Root would follow if it stays beneath the
+// workspace) is refused.
+func openDirBeneath(dir *os.Root, name string, fi fs.FileInfo) (*os.Root, error) {
+	sub, err := dir.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	got, err := sub.Stat(".")
+	if err != nil || !got.IsDir() || !os.SameFile(fi, got) {
+		sub.Close()
+		return nil, fmt.Errorf("%s changed while it was opened", name)
+	}
+	return sub, nil
 }
 
 // collect stores every regular file under dir that is new or changed since
@@ -97,11 +158,17 @@ func walk(root string, fn func(rel string, fi fs.FileInfo) bool) {
 // change the files any more. It returns the artifacts and whether some
 // files were left out.
 func (m *Manager) collect(ctx context.Context, e *airlock.Execution, dir string, before map[string]fileState) ([]airlock.Artifact, bool, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		// As with an unreadable directory inside it: nothing to collect.
+		return nil, false, nil
+	}
+	defer root.Close()
 	var out []airlock.Artifact
 	var total int64
 	truncated := false
 	var ferr error
-	walk(dir, func(rel string, fi fs.FileInfo) bool {
+	walk(root, func(rel string, fi fs.FileInfo) bool {
 		if old, ok := before[rel]; ok && old == stateOf(fi) {
 			return true
 		}
@@ -113,7 +180,7 @@ func (m *Manager) collect(ctx context.Context, e *airlock.Execution, dir string,
 			truncated = true
 			return true
 		}
-		a, err := m.storeArtifact(ctx, e, dir, rel)
+		a, err := m.storeArtifact(ctx, e, root, rel)
 		if err != nil {
 			if errors.Is(err, errSkip) {
 				truncated = true
@@ -131,17 +198,13 @@ func (m *Manager) collect(ctx context.Context, e *airlock.Execution, dir string,
 
 var errSkip = errors.New("skip file")
 
-// storeArtifact copies one file into the blob store.
-func (m *Manager) storeArtifact(ctx context.Context, e *airlock.Execution, dir, rel string) (*airlock.Artifact, error) {
-	f, err := openBeneath(dir, rel)
+// storeArtifact copies the file rel beneath root into the blob store.
+func (m *Manager) storeArtifact(ctx context.Context, e *airlock.Execution, root *os.Root, rel string) (*airlock.Artifact, error) {
+	f, err := openBeneath(root, rel)
 	if err != nil {
 		return nil, errSkip
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, errSkip
-	}
 	a := &airlock.Artifact{
 		ID:          m.cfg.NewID(),
 		ExecutionID: e.ID,
@@ -169,28 +232,56 @@ func (m *Manager) storeArtifact(ctx context.Context, e *airlock.Execution, dir, 
 	return a, nil
 }
 
-// openBeneath opens dir/rel for reading, refusing symlinks anywhere on the
-// way and anything that is not a regular file (a FIFO would block).
-func openBeneath(dir, rel string) (*os.File, error) {
-	cur := dir
+// openBeneath opens the regular file rel (slash-separated, as walk reports
+// it) beneath root for reading. Each directory on the way is opened
+// through the root of its parent and must be the directory an Lstat saw,
+// so a symlink anywhere on the way is refused rather than followed (even
+// one pointing back into the workspace); the file is opened with
+// O_NOFOLLOW and O_NONBLOCK (a FIFO swapped in never blocks) and must be
+// the regular file the Lstat saw.
+func openBeneath(root *os.Root, rel string) (*os.File, error) {
 	parts := strings.Split(rel, "/")
-	for i, p := range parts {
-		cur = filepath.Join(cur, p)
-		fi, err := os.Lstat(cur)
+	dir := root
+	defer func() {
+		if dir != root {
+			dir.Close()
+		}
+	}()
+	for _, p := range parts[:len(parts)-1] {
+		fi, err := dir.Lstat(p)
 		if err != nil {
 			return nil, err
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("symlink on path")
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("%s: not a directory", p)
 		}
-		if i < len(parts)-1 && !fi.IsDir() {
-			return nil, fmt.Errorf("not a directory")
+		sub, err := openDirBeneath(dir, p, fi)
+		if err != nil {
+			return nil, err
 		}
-		if i == len(parts)-1 && !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("not a regular file")
+		if dir != root {
+			dir.Close()
 		}
+		dir = sub
 	}
-	return os.OpenFile(cur, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	name := parts[len(parts)-1]
+	fi, err := dir.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	got, err := f.Stat()
+	if err != nil || !got.Mode().IsRegular() || !os.SameFile(fi, got) {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while it was opened", name)
+	}
+	return f, nil
 }
 
 // contentType picks a content type by extension, else by sniffing.

@@ -122,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.read.SetMaxIdleConns(cfg.MaxReaders)
 	if err := db.read.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite: open reader: %w", err)
+		return nil, wrap("open reader", err)
 	}
 	return db, nil
 }
@@ -143,11 +143,11 @@ func (db *DB) Close() error {
 // SQLite opens it; SQLite gives the -wal and -shm files the same mode.
 func createFile(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+		return storeUnavailable(fmt.Errorf("sqlite: %w", err))
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+		return storeUnavailable(fmt.Errorf("sqlite: %w", err))
 	}
 	return f.Close()
 }
@@ -221,8 +221,9 @@ func isForeignKey(err error) bool {
 }
 
 // wrap adds the operation to a driver error. Domain errors pass through
-// unchanged; anything else has code EINTERNAL (see airlock.ErrorCode) and is
-// logged by the caller, never shown to a client.
+// unchanged; a store that is busy or cannot do I/O becomes EUNAVAILABLE
+// (see unavailable); anything else has code EINTERNAL (see
+// airlock.ErrorCode) and is logged by the caller, never shown to a client.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -231,7 +232,46 @@ func wrap(op string, err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	return fmt.Errorf("sqlite: %s: %w", op, err)
+	err = fmt.Errorf("sqlite: %s: %w", op, err)
+	if e := unavailable(err); e != nil {
+		return e
+	}
+	return err
+}
+
+// How long a client is asked to wait before it retries a request that
+// found the store busy or unavailable.
+const (
+	BusyRetryAfter        = 2 * time.Second
+	UnavailableRetryAfter = 5 * time.Second
+)
+
+// Problem types of a store that cannot serve for now.
+const (
+	ProblemStoreBusy        = "store-busy"
+	ProblemStoreUnavailable = "store-unavailable"
+)
+
+// unavailable returns the domain error for a driver error that says the
+// store cannot serve for now, or nil: SQLITE_BUSY and SQLITE_LOCKED
+// (another connection or process holds a lock past the busy timeout) are
+// store-busy; I/O errors, a file that cannot be opened, a full disk and a
+// read-only database are store-unavailable. Both are EUNAVAILABLE (503)
+// with a RetryAfter; the cause stays in Err, for the log.
+func unavailable(err error) *airlock.Error {
+	switch sqliteCode(err) & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL:
+		return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: ProblemStoreBusy,
+			Message: "the metadata store (SQLite) is busy; retry later", RetryAfter: BusyRetryAfter, Err: err}
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY:
+		return storeUnavailable(err)
+	}
+	return nil
+}
+
+func storeUnavailable(err error) *airlock.Error {
+	return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: ProblemStoreUnavailable,
+		Message: "the metadata store (SQLite) cannot be read or written; retry later", RetryAfter: UnavailableRetryAfter, Err: err}
 }
 
 // nanos and fromNanos convert between times and the stored form: UTC

@@ -9,6 +9,13 @@
 // single connection, reads through a separate pool, so a long write never
 // blocks a read. Times are stored as UTC nanoseconds since the Unix epoch.
 //
+// A store that cannot serve for now is not an internal error: a lock held
+// past the busy timeout by another connection or process (SQLITE_BUSY,
+// SQLITE_LOCKED) is EUNAVAILABLE "store-busy", and I/O failures, a file
+// that cannot be opened, a full disk or a read-only database are
+// EUNAVAILABLE "store-unavailable"; both carry a RetryAfter (a 503 with
+// Retry-After at the API) and keep the driver's error for the log.
+//
 // Every query that reads a tenant's execution or artifact is keyed by the
 // tenant as well as the ID: another tenant's row is ErrNotFound.
 //

@@ -118,6 +118,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
 		return err
 	}
+	stateLock, err := lockStateDir(o.stateDir)
+	if err != nil {
+		return err
+	}
+	defer stateLock.Close()
 	if o.agentPath == "" {
 		if exe, err := os.Executable(); err == nil {
 			if p := filepath.Join(filepath.Dir(exe), "airlock-agent"); fileExists(p) {
