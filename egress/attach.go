@@ -230,3 +230,33 @@ func (a *attachment) Close(ctx context.Context) error {
 	})
 	return a.closeErr
 }
+
+// Name names the network (its namespace and link), for a later process
+// to take it back with ReattachNetwork.
+func (a *attachment) Name() string { return a.link.Name }
+
+// Detach lets go of the network for a later process while its sandbox
+// lives on (a clean stop that keeps sessions): its connections through
+// the proxy are cut and this process serves it no more, but the
+// namespace, the link and the rules stay.
+func (a *attachment) Detach() {
+	a.closeOnce.Do(func() {
+		a.mu.Lock()
+		close(a.closed)
+		var all []*proxyConn
+		for c := range a.conns {
+			all = append(all, c)
+		}
+		a.mu.Unlock()
+		for _, c := range all {
+			c.cut("server-restarting")
+		}
+		a.reportDrops()
+		a.s.mu.Lock()
+		if a.s.bySrc[a.link.SandboxIP] == a {
+			delete(a.s.bySrc, a.link.SandboxIP)
+		}
+		a.s.mu.Unlock()
+		a.s.nets.Forget(a.link)
+	})
+}

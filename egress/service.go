@@ -350,6 +350,46 @@ func (s *Service) Attach(ctx context.Context, req airlock.NetworkRequest) (airlo
 	return a, nil
 }
 
+var _ airlock.NetworkReattacher = (*Service)(nil)
+
+// ReattachNetwork takes back the network name, which an earlier process
+// made for a sandbox that lives on, and serves it under req from now on.
+// Packets its rules dropped before are not reported again.
+func (s *Service) ReattachNetwork(ctx context.Context, name string, req airlock.NetworkRequest) (airlock.NetworkAttachment, error) {
+	select {
+	case <-s.closing:
+		return nil, airlock.Problem(airlock.EUNAVAILABLE, "shutting-down", "the server is shutting down")
+	default:
+	}
+	pol, err := NewPolicy(req.Policy)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.nets.Adopt(name)
+	if err != nil {
+		return nil, err
+	}
+	a := &attachment{
+		s:      s,
+		req:    req,
+		link:   l,
+		conns:  map[*proxyConn]struct{}{},
+		names:  map[netip.Addr]string{},
+		closed: make(chan struct{}),
+	}
+	a.policy.Store(pol)
+	if ctr, err := s.nets.Counters(l); err == nil {
+		a.drops = map[string]uint64{}
+		for _, k := range dropCounters {
+			a.drops[k] = ctr[k]
+		}
+	}
+	s.mu.Lock()
+	s.bySrc[l.SandboxIP] = a
+	s.mu.Unlock()
+	return a, nil
+}
+
 // resolvConf is the sandbox's /etc/resolv.conf: the host end of its link.
 func resolvConf(l *netns.Link) string {
 	return "# written by airlock: the only resolver this sandbox can reach\n" +

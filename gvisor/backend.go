@@ -117,10 +117,12 @@ func (b *Backend) isLive(id string) bool {
 	return ok
 }
 
-// Reconcile ends every sandbox this backend did not create in this
-// process: containers runsc still knows, cgroups, mounts and run
-// directories left by a crash. It returns the IDs it ended.
+// Reconcile ends every sandbox this backend does not hold (made or
+// reattached in this process): containers runsc still knows, cgroups,
+// mounts and run directories left by a crash, after the runsc commands a
+// crashed process left running are killed. It returns the IDs it ended.
 func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
+	b.killStrayCommands()
 	ended := map[string]bool{}
 	var errs []error
 	ids, err := b.listContainers(ctx)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,4 +97,61 @@ func isSandboxProcess(pid int, id string) bool {
 	}
 	args := strings.Split(string(b), "\x00")
 	return len(args) > 0 && args[len(args)-1] == id || strings.Contains(string(b), "\x00"+id+"\x00")
+}
+
+// killStrayCommands kills runsc commands on this backend's state (a
+// `runsc run --detach` half way, say) that this process did not start: a
+// crashed airlockd's commands run on without it and could finish making
+// a sandbox after the reconciler looked. It waits until they are gone.
+func (b *Backend) killStrayCommands() {
+	root := "--root\x00" + b.cfg.runscRoot() + "\x00"
+	me := os.Getpid()
+	for attempt := 0; attempt < 50; attempt++ {
+		var stray []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == me {
+				continue
+			}
+			cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !strings.Contains(string(cmd), root) {
+				continue
+			}
+			if strings.HasPrefix(string(cmd), "runsc-") {
+				continue // a sandbox or a gofer: ended with its container
+			}
+			if parentOf(pid) == me {
+				continue // a command of this process
+			}
+			stray = append(stray, pid)
+		}
+		if len(stray) == 0 {
+			return
+		}
+		for _, pid := range stray {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// parentOf returns the parent PID of pid, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }

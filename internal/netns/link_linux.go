@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -71,8 +72,9 @@ type Manager struct {
 	cfg   Config
 	slots int
 
-	mu   sync.Mutex
-	used map[int]bool
+	mu       sync.Mutex
+	used     map[int]bool
+	detached int // networks let go of for a later process (Forget)
 
 	baseMu    sync.Mutex
 	baseReady bool // the shared table is in place
@@ -348,15 +350,83 @@ func (m *Manager) Held() int {
 	return len(m.used)
 }
 
-// Close removes the shared table. Every network must be deleted first.
+// Close removes the shared table. Every network must be deleted first, or
+// let go of with Forget: then the shared table stays, since the networks
+// a later process takes back rely on it (without it nothing would stop
+// their packets from being forwarded).
 func (m *Manager) Close() error {
 	m.mu.Lock()
-	n := len(m.used)
+	n, detached := len(m.used), m.detached
 	m.mu.Unlock()
 	if n > 0 {
 		return fmt.Errorf("netns: %d sandbox networks still exist", n)
 	}
+	if detached > 0 {
+		return nil
+	}
 	return m.deleteBase()
+}
+
+// Forget lets go of a network without removing it, for a sandbox that
+// outlives this process: a later process takes it back with Adopt (or its
+// reconciler removes it).
+func (m *Manager) Forget(l *Link) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.used[l.Slot] {
+		delete(m.used, l.Slot)
+		m.detached++
+	}
+}
+
+// Adopt takes over the network name that an earlier process of this
+// prefix made and let go of (or left when it crashed) for a sandbox that
+// lives on. The network must be whole: its namespace, its host link and
+// its ingress table. The shared table is made again for this process's
+// ports.
+func (m *Manager) Adopt(name string) (*Link, error) {
+	if !m.ours(name) || strings.HasSuffix(name, "h") {
+		return nil, fmt.Errorf("netns: %q is not a network of prefix %s", name, m.cfg.Prefix)
+	}
+	slot, err := strconv.ParseUint(name[len(m.cfg.Prefix):], 16, 32)
+	if err != nil || int(slot) >= m.slots {
+		return nil, fmt.Errorf("netns: %q is not a network of prefix %s in %s", name, m.cfg.Prefix, m.cfg.Subnet)
+	}
+	host, sb := m.addrs(int(slot))
+	l := &Link{
+		Slot:      int(slot),
+		Name:      name,
+		NSPath:    filepath.Join(m.cfg.Dir, name),
+		HostIf:    name + "h",
+		SandboxIf: "eth0",
+		HostIP:    host,
+		SandboxIP: sb,
+	}
+	if _, err := os.Stat(l.NSPath); err != nil {
+		return nil, fmt.Errorf("netns: network %s has no namespace: %w", name, err)
+	}
+	if _, err := netlink.LinkByName(l.HostIf); err != nil {
+		return nil, fmt.Errorf("netns: network %s has no host link: %w", name, err)
+	}
+	netdev, _, err := m.listTables()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(netdev, name) {
+		return nil, fmt.Errorf("netns: network %s has no rules", name)
+	}
+	m.mu.Lock()
+	if m.used[l.Slot] {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("netns: network %s is held already", name)
+	}
+	m.used[l.Slot] = true
+	m.mu.Unlock()
+	if err := m.ensureBase(); err != nil {
+		m.free(l.Slot)
+		return nil, err
+	}
+	return l, nil
 }
 
 // CheckClean reports anything of this prefix left on the host: links,

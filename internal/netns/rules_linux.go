@@ -151,12 +151,21 @@ func (m *Manager) ensureBase() error {
 	if m.baseReady {
 		return nil
 	}
-	if err := m.deleteTable(nftables.TableFamilyIPv4, m.cfg.Prefix); err != nil {
-		return err
-	}
 	c, err := conn()
 	if err != nil {
 		return err
+	}
+	// A table an earlier process left is replaced in the same transaction
+	// as the new one is made: the networks it serves are never without
+	// the forward and input rules.
+	old, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		return fmt.Errorf("netns: list tables: %w", err)
+	}
+	for _, t := range old {
+		if t.Name == m.cfg.Prefix {
+			c.DelTable(t)
+		}
 	}
 	th := expr.PayloadBaseTransportHeader
 	// Every link of this manager: the prefix, matched as nft's "alk*".
