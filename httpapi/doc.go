@@ -4,6 +4,11 @@
 // It owns:
 //   - the HTTP surface: routing (one route table, also checked against
 //     openapi.json by a test), request decoding and limits, JSON responses;
+//   - strict request bodies (decode.go): an unknown member, a member given
+//     twice or a name in another case is a 400 problem (unknown-field,
+//     duplicate-field) naming it, at any depth. Request bodies are decoded
+//     with github.com/go-json-experiment/json (encoding/json/v2), and only
+//     they: responses and everything else use encoding/json;
 //   - errors as RFC 9457 problem documents (application/problem+json) with
 //     stable type URIs urn:airlock:problem:<slug>, and the one table from
 //     airlock error code to HTTP status (StatusFor) that the client maps

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -90,72 +88,4 @@ func agentID(r *http.Request) (string, error) {
 		}
 	}
 	return v, nil
-}
-
-// decodeJSON reads one JSON value from the body, at most MaxRequestBytes,
-// into v. Unknown fields are allowed; wrong types, syntax errors and
-// anything but white space after the value are not.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	// The innermost writer, so the server learns the body was cut short and
-	// closes the connection instead of reading on.
-	for {
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			break
-		}
-		w = u.Unwrap()
-	}
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return jsonError(err)
-		}
-		return errorf(airlock.EINVALID, "invalid-json", "unexpected data after the JSON object at byte %d", dec.InputOffset())
-	}
-	return nil
-}
-
-// jsonError turns a decoding error into a client-safe problem.
-func jsonError(err error) error {
-	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		te  *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return errorf(airlock.ETOOLARGE, "request-too-large", "request body is larger than %d bytes", mbe.Limit)
-	case errors.As(err, &se):
-		return errorf(airlock.EINVALID, "invalid-json", "malformed JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field == "" || te.Type == nil {
-			return errorf(airlock.EINVALID, "invalid-json", "request body must be a JSON object, not %s", te.Value)
-		}
-		return errorf(airlock.EINVALID, "invalid-json", "field %q must be %s, not %s", te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
-	case errors.Is(err, io.EOF):
-		return errorf(airlock.EINVALID, "invalid-json", "request body is empty; a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errorf(airlock.EINVALID, "invalid-json", "request body ends in the middle of the JSON object")
-	}
-	return errorf(airlock.EINVALID, "invalid-json", "request body could not be read as JSON")
-}
-
-// jsonTypeName names a Go kind the way a JSON user would.
-func jsonTypeName(kind string) string {
-	switch {
-	case kind == "bool":
-		return "a boolean"
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "slice", kind == "array":
-		return "an array"
-	}
-	return "an object"
 }
