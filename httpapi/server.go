@@ -329,7 +329,12 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 // Responses.
 
 // error sends err as a problem, logging it in full if it is internal.
+// An error that says when to retry (airlock.RetryAfterOf) sets the
+// Retry-After header.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	if d := airlock.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", RetryAfterSeconds(d))
+	}
 	p, internal := problemFor(err)
 	if internal && r.Context().Err() != nil {
 		// The client went away mid-request; nobody reads this answer.
