@@ -24,6 +24,10 @@
 // It must not touch sandboxes, backends or images (it calls an
 // airlock.Executor and an airlock.SessionService and nothing below them),
 // nor SQL or files (it speaks only to airlock.Store and airlock.Blobs).
-// Streams (exec and cell output) are server-sent events (sse.go). The exit code of user code is a
-// result (200), never an API error.
+// Streams (exec and cell output) are server-sent events (sse.go): the
+// observer callbacks only queue events (bounded per stream) and a writer
+// goroutine per stream sends them with a deadline on each write, so a slow
+// or stalled client loses its stream and never holds up the agent's
+// connection. The exit code of user code is a result (200), never an API
+// error.
 package httpapi

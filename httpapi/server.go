@@ -46,8 +46,16 @@ type Config struct {
 	// ArtifactURLTTL is how long a signed artifact URL is valid;
 	// DefaultArtifactURLTTL if zero.
 	ArtifactURLTTL time.Duration
-	Logger         *slog.Logger     // slog.Default() if nil
-	Now            func() time.Time // time.Now if nil
+	// StreamBufferBytes bounds the events of one event stream waiting for
+	// a slow client; past it the stream is dropped (the program runs on).
+	// DefaultStreamBufferBytes if zero.
+	StreamBufferBytes int
+	// StreamWriteTimeout bounds each write of an event stream; a write
+	// that takes longer drops the stream. DefaultStreamWriteTimeout if
+	// zero.
+	StreamWriteTimeout time.Duration
+	Logger             *slog.Logger     // slog.Default() if nil
+	Now                func() time.Time // time.Now if nil
 }
 
 // Validate reports whether c can be used; zero durations, Logger and Now
@@ -66,6 +74,10 @@ func (c Config) Validate() error {
 		return airlock.Errorf(airlock.EINVALID, "httpapi: max timeout must be at least 1s")
 	case c.ArtifactURLTTL < 0:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: artifact URL TTL must not be negative")
+	case c.StreamBufferBytes < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream buffer must not be negative")
+	case c.StreamWriteTimeout < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream write timeout must not be negative")
 	}
 	return nil
 }
@@ -93,6 +105,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.StreamBufferBytes == 0 {
+		cfg.StreamBufferBytes = DefaultStreamBufferBytes
+	}
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	cfg.SigningKey = append([]byte(nil), cfg.SigningKey...)
 	s := &Server{cfg: cfg, log: cfg.Logger}
