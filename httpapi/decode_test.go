@@ -13,6 +13,7 @@ func TestStrictRequestBodies(t *testing.T) {
 	e := newEnv(t, withSessions(sess))
 	const (
 		execute = "/v1/execute"
+		sandbox = "/v1/sandbox/execute"
 		create  = "/v1/sessions"
 		extend  = "/v1/sessions/s1/timeout"
 		network = "/v1/sessions/s1/network"
@@ -37,6 +38,8 @@ func TestStrictRequestBodies(t *testing.T) {
 		{"unknown object member", "POST", execute, `{"language":"python","code":"x","extra":{"a":[1,2]}}`, 400, "unknown-field", `"extra"`},
 		{"unknown null member", "POST", execute, `{"language":"python","code":"x","another":null}`, 400, "unknown-field", `"another"`},
 		{"escaped unknown name", "POST", execute, `{"language":"python","code":"x","\u0069mage2":"base"}`, 400, "unknown-field", `"image2"`},
+		{"reference route has no image", "POST", sandbox, `{"language":"python","code":"x","image":"base"}`, 400, "unknown-field", `"image"`},
+		{"reference route has no isolation", "POST", sandbox, `{"language":"python","code":"x","isolation":"kernel"}`, 400, "unknown-field", `"isolation"`},
 		{"nested unknown", "POST", create, `{"image":"base","network":{"mode":"none","alow":["x"]}}`, 400, "unknown-field", `"network.alow"`},
 		{"nested other case", "POST", create, `{"network":{"Mode":"none"}}`, 400, "unknown-field", `"network.Mode"`},
 		{"session typo", "POST", create, `{"timeout_sec":60}`, 400, "unknown-field", `"timeout_sec"`},
@@ -50,6 +53,7 @@ func TestStrictRequestBodies(t *testing.T) {
 		// Duplicate names.
 		{"duplicate", "POST", execute, `{"language":"python","code":"x","code":"y"}`, 400, "duplicate-field", `"code"`},
 		{"duplicate escaped", "POST", execute, `{"language":"python","code":"x","\u0063ode":"y"}`, 400, "duplicate-field", `"code"`},
+		{"duplicate on the reference route", "POST", sandbox, `{"language":"python","language":"bash","code":"x"}`, 400, "duplicate-field", `"language"`},
 		{"nested duplicate", "POST", create, `{"network":{"mode":"none","mode":"allow_list"}}`, 400, "duplicate-field", `"network.mode"`},
 		{"duplicate map key", "POST", exec, `{"shell":"true","env":{"A":"1","A":"2"}}`, 400, "duplicate-field", `"env.A"`},
 		{"duplicate inside a raw value", "POST", signal, `{"signal":{"a":1,"a":2}}`, 400, "duplicate-field", `"signal.a"`},
@@ -95,6 +99,7 @@ func TestStrictBodiesAccept(t *testing.T) {
 		{"POST", "/v1/execute", `{"code":"x","language":"python","timeout_sec":5,"allow_network":false,"image":"python-ds","isolation":"kernel"}`},
 		{"POST", "/v1/execute", `{"l\u0061nguage":"python","code":"x"}`},
 		{"POST", "/v1/execute", `null`},
+		{"POST", "/v1/sandbox/execute", `{"language":"python","code":"x","timeout_sec":15,"allow_network":false}`},
 		{"POST", "/v1/sessions", `{"image":"base","size":"small","timeout_s":60,"idle_timeout_s":60,"network":{"mode":"none"},"broker_scopes":[]}`},
 		{"POST", "/v1/sessions/s1/exec", `{"shell":"true","env":{"A":"1","a":"2"},"cwd":"/tmp","stdin":"x","timeout_sec":5}`},
 		{"POST", "/v1/sessions/s1/exec/7/signal", `{"signal":15}`},

@@ -20,6 +20,36 @@ const MaxAgentIDBytes = 200
 // does (exit code, timeout, OOM kill) is a result, sent with 200; only a
 // request the service cannot serve is a problem.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	var req airlock.ExecuteRequest
+	s.runExecute(w, r, &req, func() airlock.ExecuteRequest { return req })
+}
+
+// SandboxExecuteRequest is the body of POST /v1/sandbox/execute: the
+// request of the reference blueprint's /execute, exactly. It has no image
+// and no isolation: the language's default image runs it, under the
+// node's default isolation.
+type SandboxExecuteRequest struct {
+	Language     airlock.Language `json:"language"`
+	Code         string           `json:"code"`
+	TimeoutSec   int              `json:"timeout_sec,omitempty"`
+	AllowNetwork bool             `json:"allow_network,omitempty"`
+}
+
+// sandboxExecute is the reference route: POST /v1/sandbox/execute takes
+// the blueprint's request and answers like /v1/execute, whose response
+// carries every field of the blueprint's (exit_code, stdout, stderr,
+// duration_ms, peak_memory_mb, artifacts with filename, size_bytes and
+// url) and more.
+func (s *Server) sandboxExecute(w http.ResponseWriter, r *http.Request) {
+	var req SandboxExecuteRequest
+	s.runExecute(w, r, &req, func() airlock.ExecuteRequest {
+		return airlock.ExecuteRequest{Language: req.Language, Code: req.Code, TimeoutSec: req.TimeoutSec, AllowNetwork: req.AllowNetwork}
+	})
+}
+
+// runExecute decodes the body into body, turns it into the request with
+// toRequest, validates and runs it, and answers with the execution.
+func (s *Server) runExecute(w http.ResponseWriter, r *http.Request, body any, toRequest func() airlock.ExecuteRequest) {
 	tenant := TenantFrom(r.Context())
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
 		s.unsupportedMediaType(w, r)
@@ -30,11 +60,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	var req airlock.ExecuteRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeJSON(w, r, body); err != nil {
 		s.error(w, r, err)
 		return
 	}
+	req := toRequest()
 	if err := req.Validate(s.cfg.MaxTimeout); err != nil {
 		s.error(w, r, err)
 		return
