@@ -18,7 +18,10 @@
 //     resolved to a tenant through airlock.Store; the tenant rides in the
 //     request context (TenantFrom). Another tenant's records are 404, never
 //     403;
-//   - signed artifact URLs (HMAC-SHA256, SignArtifactURL) and artifact
+//   - GET /metrics behind its own key (Config.MetricsKey), or open only on
+//     a server that listens on loopback alone (Config.LoopbackOnly);
+//   - signed artifact URLs (HMAC-SHA256, SignArtifactURL), built on
+//     Config.PublicURL when set, else on the request's host, and artifact
 //     downloads from airlock.Blobs under ArtifactBlobKey.
 //
 // It must not touch sandboxes, backends or images (it calls an
