@@ -111,7 +111,7 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 	// problem response.
 	st := s.newEventStream(w)
 	defer st.drop(errStreamEnded)
-	v, err, cut := s.streamed(r, st, func(ctx context.Context) (any, error) {
+	v, cut, err := s.streamed(r, st, func(ctx context.Context) (any, error) {
 		return svc.RunCell(ctx, tenant, id, cid, req, cellObserver{st})
 	})
 	if cut {
@@ -130,7 +130,7 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 		st.end("start", start, "result", v)
 	}
 	if st.droppedErr() != nil {
-		s.streamDropped(r, st)
+		s.streamDropped(r, st, false)
 		panic(http.ErrAbortHandler)
 	}
 }

@@ -45,7 +45,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 	// responses; the stream begins with the start event.
 	st := s.newEventStream(w)
 	defer st.drop(errStreamEnded)
-	v, err, cut := s.streamed(r, st, func(ctx context.Context) (any, error) {
+	v, cut, err := s.streamed(r, st, func(ctx context.Context) (any, error) {
 		return svc.Exec(ctx, tenant, id, req, execObserver{st})
 	})
 	if cut {
@@ -69,7 +69,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		st.end("start", start, "exit", e)
 	}
 	if st.droppedErr() != nil {
-		s.streamDropped(r, st)
+		s.streamDropped(r, st, false)
 		panic(http.ErrAbortHandler)
 	}
 }

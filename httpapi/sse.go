@@ -157,11 +157,6 @@ func (st *eventStream) enqueue(ev []byte, capped bool) {
 	}
 }
 
-// event queues one event with v as its JSON data.
-func (st *eventStream) event(name string, v any) {
-	st.enqueue(encodeEvent(name, v), true)
-}
-
 // chunk is the data of an output event.
 type chunk struct {
 	Data    string `json:"data,omitempty"`
@@ -352,7 +347,7 @@ func (st *eventStream) written(err error) bool {
 //     recording its result as usual;
 //   - the client went away: call's context is canceled, as it would be
 //     without a stream.
-func (s *Server) streamed(r *http.Request, st *eventStream, call func(ctx context.Context) (any, error)) (v any, err error, cut bool) {
+func (s *Server) streamed(r *http.Request, st *eventStream, call func(ctx context.Context) (any, error)) (v any, cut bool, err error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	type outcome struct {
 		v   any
@@ -366,18 +361,18 @@ func (s *Server) streamed(r *http.Request, st *eventStream, call func(ctx contex
 	}()
 	select {
 	case o := <-done:
-		return o.v, o.err, false
+		return o.v, false, o.err
 	case <-st.dropped:
 	case <-r.Context().Done():
 		// A failed write cancels the request's context too: settle
 		// tells a slow client from one that left.
 	}
 	if reason := st.settle(); slowClient(reason) {
-		s.streamDropped(r, st)
+		s.streamDropped(r, st, true)
 	} else {
 		cancel()
 	}
-	return nil, nil, true
+	return nil, true, nil
 }
 
 // slowClient reports whether a stream was dropped because its client did
@@ -406,9 +401,14 @@ func (st *eventStream) settle() error {
 	return reason
 }
 
-// streamDropped logs why a stream was cut.
-func (s *Server) streamDropped(r *http.Request, st *eventStream) {
-	s.log.LogAttrs(r.Context(), slog.LevelWarn, "event stream dropped; the program runs on and its result is recorded",
+// streamDropped logs why a stream was cut; running says whether its
+// program runs on (else it had ended and only its last events were lost).
+func (s *Server) streamDropped(r *http.Request, st *eventStream, running bool) {
+	msg := "event stream dropped; the program runs on and its result is recorded"
+	if !running {
+		msg = "event stream dropped before its last event; the result is recorded"
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, msg,
 		slog.String("request_id", info(r.Context()).id),
 		slog.String("path", r.URL.Path),
 		slog.String("reason", st.droppedErr().Error()))
