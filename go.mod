@@ -3,6 +3,7 @@ module github.com/airlockhq/airlock
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/oklog/ulid/v2 v2.1.1
 	github.com/opencontainers/runtime-spec v1.2.1
 	golang.org/x/sys v0.47.0

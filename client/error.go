@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -23,6 +25,10 @@ type Error struct {
 	Title  string
 	Detail string
 	Code   string // airlock error code, e.g. airlock.ENOTFOUND
+	// RetryAfter is when the server says a retry may succeed, from the
+	// response's Retry-After header (seconds or an HTTP date); 0 if it
+	// sent none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -48,7 +54,7 @@ func (e *Error) Unwrap() error {
 	if slug == e.Type {
 		slug = ""
 	}
-	return &airlock.Error{Code: e.Code, Type: slug, Message: msg}
+	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter}
 }
 
 // problem is the wire form of an RFC 9457 problem document with Airlock's
@@ -68,7 +74,7 @@ type problem struct {
 func problemError(resp *http.Response) *Error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxProblemBytes+1))
 	drain(resp.Body)
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var p problem
 	if len(data) <= MaxProblemBytes && isJSONType(resp.Header.Get("Content-Type")) &&
 		json.Unmarshal(data, &p) == nil {
@@ -86,4 +92,28 @@ func problemError(resp *http.Response) *Error {
 		e.Code = airlock.CodeForStatus(resp.StatusCode)
 	}
 	return e
+}
+
+// maxRetryAfter bounds the wait a server can ask for.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date
+// (RFC 9110, section 10.2.3). Anything else, and a date that has passed,
+// is 0; the most it returns is maxRetryAfter.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
 }

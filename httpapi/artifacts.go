@@ -34,7 +34,7 @@ func artifactToken(key []byte, artifactID, tenantID string, expires int64) strin
 // SignArtifactURL returns a download URL for the tenant's artifact that
 // needs no API key until expires (whole seconds):
 // <base>/v1/artifacts/<id>?expires=<unix>&tenant=<tenantID>&token=<hex>,
-// where base is "<scheme>://<host>" and the token is the HMAC-SHA256 under
+// where base is "<scheme>://<host>[/<base path>]" and the token is the HMAC-SHA256 under
 // key of "artifact|<id>|<tenantID>|<unix>".
 func SignArtifactURL(key []byte, base, tenantID, artifactID string, expires time.Time) string {
 	exp := expires.Unix()
@@ -46,10 +46,39 @@ func SignArtifactURL(key []byte, base, tenantID, artifactID string, expires time
 	return strings.TrimSuffix(base, "/") + "/v1/artifacts/" + url.PathEscape(artifactID) + "?" + q.Encode()
 }
 
-// baseURL is the scheme and host the client reached us by. The scheme is
-// https only if this server terminated TLS; forwarding headers are not
-// trusted.
-func baseURL(r *http.Request) string {
+// ParsePublicURL parses a public base URL (Config.PublicURL): an absolute
+// http or https URL with a host, optionally a base path, and no user
+// information, query or fragment.
+func ParsePublicURL(s string) (*url.URL, error) {
+	bad := func(why string) error {
+		return airlock.Errorf(airlock.EINVALID, "httpapi: public URL %q %s", s, why)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, bad("does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, bad("must be an absolute http or https URL")
+	case u.Opaque != "" || u.Host == "" || strings.HasPrefix(u.Host, ":"):
+		return nil, bad("has no host")
+	case u.User != nil:
+		return nil, bad("must not carry user information")
+	case u.RawQuery != "" || u.ForceQuery:
+		return nil, bad("must not have a query")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return nil, bad("must not have a fragment")
+	}
+	return u, nil
+}
+
+// baseURL is the root that artifact URLs are built on: the configured
+// public URL, else the scheme and host the client reached us by. The
+// scheme is https only if this server terminated TLS; forwarding headers
+// are not trusted.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.publicBase != "" {
+		return s.publicBase
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -63,7 +92,7 @@ func (s *Server) withArtifactURLs(r *http.Request, tenant *airlock.Tenant, e *ai
 	out := *e
 	out.Artifacts = make([]airlock.Artifact, len(e.Artifacts))
 	copy(out.Artifacts, e.Artifacts)
-	base := baseURL(r)
+	base := s.baseURL(r)
 	expires := s.cfg.Now().Add(s.cfg.ArtifactURLTTL)
 	for i := range out.Artifacts {
 		if a := &out.Artifacts[i]; a.ID != "" {

@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -80,8 +80,10 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 
 // runCell runs a cell in a context: POST .../contexts/{cid}/run
 // {"code", "timeout_sec"}. The answer is the cell's result, or with
-// Accept: text/event-stream, stdout and stderr events as the cell prints
-// and a final result event (or error with a problem).
+// Accept: text/event-stream, a start event, stdout and stderr events as
+// the cell prints and a final result event (or error with a problem). A
+// stream the client does not keep up with is dropped (see sse.go); the
+// cell runs on to its end.
 func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 	svc, ok := s.sessions(w, r)
 	if !ok {
@@ -92,7 +94,8 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, id, cid := TenantFrom(r.Context()), r.PathValue("id"), r.PathValue("cid")
-	// A cell may run longer than the server's write timeout.
+	// A cell may run longer than the server's write timeout; a stream sets
+	// a deadline on each of its writes instead.
 	http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	if !wantsEventStream(r) {
 		res, err := svc.RunCell(r.Context(), tenant, id, cid, req, nil)
@@ -103,54 +106,41 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return
 	}
-	obs := &cellStream{w: w}
-	res, err := svc.RunCell(r.Context(), tenant, id, cid, req, obs)
-	sse := obs.stream()
-	if sse == nil {
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		sse = obs.start()
+	// The stream begins (with a start event) once the cell is handed to
+	// its context, so a problem found before that is still a plain
+	// problem response.
+	st := s.newEventStream(w)
+	defer st.drop(errStreamEnded)
+	v, cut, err := s.streamed(r, st, func(ctx context.Context) (any, error) {
+		return svc.RunCell(ctx, tenant, id, cid, req, cellObserver{st})
+	})
+	if cut {
+		panic(http.ErrAbortHandler)
 	}
-	sse.finish()
+	if !st.started() && err != nil {
+		s.error(w, r, err)
+		return
+	}
+	start := map[string]string{"context_id": cid}
 	if err != nil {
 		p, _ := problemFor(err)
 		s.log.Warn("cell failed mid-stream", "request_id", info(r.Context()).id, "error", err.Error())
-		sse.event("error", p)
+		st.end("start", start, "error", p)
 	} else {
-		sse.event("result", res)
+		st.end("start", start, "result", v)
 	}
-	sse.close()
-}
-
-// cellStream starts the event stream (with a start event) once the cell
-// is handed to its context, so a problem found before that is still a
-// plain problem response.
-type cellStream struct {
-	w   http.ResponseWriter
-	mu  sync.Mutex
-	sse *sseWriter
-}
-
-func (c *cellStream) start() *sseWriter {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sse == nil {
-		c.sse = startEventStream(c.w)
+	if st.droppedErr() != nil {
+		s.streamDropped(r, st, false)
+		panic(http.ErrAbortHandler)
 	}
-	return c.sse
 }
 
-func (c *cellStream) stream() *sseWriter {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sse
-}
+// cellObserver feeds a cell's events to its stream; output before the
+// start event waits behind it.
+type cellObserver struct{ st *eventStream }
 
-func (c *cellStream) Started(contextID string) {
-	c.start().event("start", map[string]string{"context_id": contextID})
+func (o cellObserver) Started(contextID string) {
+	o.st.begin("start", map[string]string{"context_id": contextID})
 }
-
-func (c *cellStream) Stdout(b []byte) { c.start().output("stdout", b) }
-func (c *cellStream) Stderr(b []byte) { c.start().output("stderr", b) }
+func (o cellObserver) Stdout(b []byte) { o.st.output("stdout", b) }
+func (o cellObserver) Stderr(b []byte) { o.st.output("stderr", b) }

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -22,6 +20,36 @@ const MaxAgentIDBytes = 200
 // does (exit code, timeout, OOM kill) is a result, sent with 200; only a
 // request the service cannot serve is a problem.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	var req airlock.ExecuteRequest
+	s.runExecute(w, r, &req, func() airlock.ExecuteRequest { return req })
+}
+
+// SandboxExecuteRequest is the body of POST /v1/sandbox/execute: the
+// request of the reference blueprint's /execute, exactly. It has no image
+// and no isolation: the language's default image runs it, under the
+// node's default isolation.
+type SandboxExecuteRequest struct {
+	Language     airlock.Language `json:"language"`
+	Code         string           `json:"code"`
+	TimeoutSec   int              `json:"timeout_sec,omitempty"`
+	AllowNetwork bool             `json:"allow_network,omitempty"`
+}
+
+// sandboxExecute is the reference route: POST /v1/sandbox/execute takes
+// the blueprint's request and answers like /v1/execute, whose response
+// carries every field of the blueprint's (exit_code, stdout, stderr,
+// duration_ms, peak_memory_mb, artifacts with filename, size_bytes and
+// url) and more.
+func (s *Server) sandboxExecute(w http.ResponseWriter, r *http.Request) {
+	var req SandboxExecuteRequest
+	s.runExecute(w, r, &req, func() airlock.ExecuteRequest {
+		return airlock.ExecuteRequest{Language: req.Language, Code: req.Code, TimeoutSec: req.TimeoutSec, AllowNetwork: req.AllowNetwork}
+	})
+}
+
+// runExecute decodes the body into body, turns it into the request with
+// toRequest, validates and runs it, and answers with the execution.
+func (s *Server) runExecute(w http.ResponseWriter, r *http.Request, body any, toRequest func() airlock.ExecuteRequest) {
 	tenant := TenantFrom(r.Context())
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
 		s.unsupportedMediaType(w, r)
@@ -32,11 +60,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	var req airlock.ExecuteRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeJSON(w, r, body); err != nil {
 		s.error(w, r, err)
 		return
 	}
+	req := toRequest()
 	if err := req.Validate(s.cfg.MaxTimeout); err != nil {
 		s.error(w, r, err)
 		return
@@ -90,72 +118,4 @@ func agentID(r *http.Request) (string, error) {
 		}
 	}
 	return v, nil
-}
-
-// decodeJSON reads one JSON value from the body, at most MaxRequestBytes,
-// into v. Unknown fields are allowed; wrong types, syntax errors and
-// anything but white space after the value are not.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	// The innermost writer, so the server learns the body was cut short and
-	// closes the connection instead of reading on.
-	for {
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			break
-		}
-		w = u.Unwrap()
-	}
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return jsonError(err)
-		}
-		return errorf(airlock.EINVALID, "invalid-json", "unexpected data after the JSON object at byte %d", dec.InputOffset())
-	}
-	return nil
-}
-
-// jsonError turns a decoding error into a client-safe problem.
-func jsonError(err error) error {
-	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		te  *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return errorf(airlock.ETOOLARGE, "request-too-large", "request body is larger than %d bytes", mbe.Limit)
-	case errors.As(err, &se):
-		return errorf(airlock.EINVALID, "invalid-json", "malformed JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field == "" || te.Type == nil {
-			return errorf(airlock.EINVALID, "invalid-json", "request body must be a JSON object, not %s", te.Value)
-		}
-		return errorf(airlock.EINVALID, "invalid-json", "field %q must be %s, not %s", te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
-	case errors.Is(err, io.EOF):
-		return errorf(airlock.EINVALID, "invalid-json", "request body is empty; a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errorf(airlock.EINVALID, "invalid-json", "request body ends in the middle of the JSON object")
-	}
-	return errorf(airlock.EINVALID, "invalid-json", "request body could not be read as JSON")
-}
-
-// jsonTypeName names a Go kind the way a JSON user would.
-func jsonTypeName(kind string) string {
-	switch {
-	case kind == "bool":
-		return "a boolean"
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "slice", kind == "array":
-		return "an array"
-	}
-	return "an object"
 }

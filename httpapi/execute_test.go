@@ -90,7 +90,6 @@ func TestExecuteAccepts(t *testing.T) {
 		{"no content type", okBody, nil},
 		{"json with charset", okBody, map[string]string{"Content-Type": "application/json; charset=utf-8"}},
 		{"+json", okBody, map[string]string{"Content-Type": "application/vnd.airlock+json"}},
-		{"unknown fields", `{"language":"python","code":"x","extra":{"a":[1,2]},"another":null}`, nil},
 		{"trailing white space", okBody + " \n\t", nil},
 		{"code of exactly 1 MiB", `{"language":"bash","code":"` + strings.Repeat("a", airlock.MaxCodeBytes) + `"}`, nil},
 		{"max timeout", `{"language":"node","code":"x","timeout_sec":30}`, nil},

@@ -1,5 +1,7 @@
 package httpapi
 
+import "bytes"
+
 // Route is one entry of the route table, for the black-box tests.
 type Route struct {
 	Method, Pattern string
@@ -15,3 +17,7 @@ func RouteTable() []Route {
 	}
 	return out
 }
+
+// DecodeJSON decodes a request body into v the way every handler does
+// (without the size limit, which needs a request).
+func DecodeJSON(body []byte, v any) error { return decodeReader(bytes.NewReader(body), v) }

@@ -196,8 +196,8 @@ type tb interface {
 	Cleanup(func())
 }
 
-// setup builds the server without a listener.
-func setup(t tb) *env {
+// setup builds the server without a listener; opts adjust its config.
+func setup(t tb, opts ...func(*httpapi.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "airlock.db")})
@@ -220,7 +220,7 @@ func setup(t tb) *env {
 	e.exec = &fakeExecutor{store: e.store, blobs: e.blobs}
 	e.tenantA, e.keyA = addTenant(t, db, "tenant-a")
 	e.tenantB, e.keyB = addTenant(t, db, "tenant-b")
-	s, err := httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Store:      e.store,
 		Blobs:      e.blobs,
 		Executor:   e.exec,
@@ -236,7 +236,11 @@ func setup(t tb) *env {
 			}
 			return nil
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatalf("httpapi.New: %v", err)
 	}
@@ -245,9 +249,9 @@ func setup(t tb) *env {
 }
 
 // newEnv builds the server and serves it on a real listener.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*httpapi.Config)) *env {
 	t.Helper()
-	e := setup(t)
+	e := setup(t, opts...)
 	e.t = t
 	e.srv = httptest.NewServer(e.handler)
 	t.Cleanup(e.srv.Close)

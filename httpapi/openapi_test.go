@@ -176,6 +176,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		typ    any
 	}{
 		{"ExecuteRequest", airlock.ExecuteRequest{}},
+		{"SandboxExecuteRequest", httpapi.SandboxExecuteRequest{}},
 		{"Execution", airlock.Execution{}},
 		{"Artifact", airlock.Artifact{}},
 		{"ExecutionPage", airlock.ExecutionPage{}},

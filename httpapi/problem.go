@@ -7,7 +7,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -102,13 +104,49 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 	return &airlock.Error{Code: code, Type: typ, Message: msg}
 }
 
+// RetryAfterSeconds renders d as the value of a Retry-After header: whole
+// seconds, rounded up, at least 1.
+func RetryAfterSeconds(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return strconv.FormatInt(secs, 10)
+}
+
+// maxRetryAfter bounds what a Retry-After header can ask for, so a hostile
+// or broken server cannot make a client wait for ever.
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an
+// HTTP-date (RFC 9110, section 10.2.3). It returns 0 for anything else and
+// for a date that has passed, and at most maxRetryAfter.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
 // maxProblemBytes bounds how much of an error response DecodeProblem reads.
 const maxProblemBytes = 64 << 10
 
 // DecodeProblem returns the error an HTTP response stands for: nil for a
 // status below 400, else an *airlock.Error mapped from the problem document
 // in the body (see ErrorFromProblem) or, if the body is not one, from the
-// status alone. It reads at most 64 KiB of the body and does not close it.
+// status alone, with RetryAfter from the Retry-After header. It reads at
+// most 64 KiB of the body and does not close it.
 func DecodeProblem(resp *http.Response) error {
 	if resp.StatusCode < 400 {
 		return nil
@@ -126,5 +164,7 @@ func DecodeProblem(resp *http.Response) error {
 	if p.Status == 0 {
 		p.Status = resp.StatusCode
 	}
-	return ErrorFromProblem(&p)
+	e := ErrorFromProblem(&p)
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
 }

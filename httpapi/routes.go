@@ -27,6 +27,8 @@ var routes = []route{
 	{http.MethodGet, "/openapi.json", (*Server).openapi, authNone},
 	{http.MethodGet, "/metrics", (*Server).metrics, authNone},
 	{http.MethodPost, "/v1/execute", (*Server).execute, authBearer},
+	// The reference blueprint's route: its request shape, our response.
+	{http.MethodPost, "/v1/sandbox/execute", (*Server).sandboxExecute, authBearer},
 	{http.MethodGet, "/v1/executions", (*Server).listExecutions, authBearer},
 	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},
 	// Signed URL (token query) or the owner's bearer key.

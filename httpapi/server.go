@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -32,8 +33,25 @@ type Config struct {
 	// "not ready".
 	Ready func(ctx context.Context) error
 	// Metrics serves GET /metrics (Prometheus text format); nil answers
-	// 404. It carries no tenant data and needs no key.
+	// 404. It carries no tenant data, but it is not for everyone: see
+	// MetricsKey and LoopbackOnly.
 	Metrics http.Handler
+	// MetricsKey, when set, is the bearer key GET /metrics requires
+	// ("Authorization: Bearer <key>", compared in constant time; 401
+	// otherwise). At least MinMetricsKeyBytes of printable ASCII without
+	// spaces. Tenants' API keys do not open /metrics.
+	MetricsKey string
+	// LoopbackOnly says the server listens on loopback addresses only
+	// (airlockd sets it from its --listen address). Without a MetricsKey,
+	// /metrics is open then, and refused (403 metrics-key-required)
+	// otherwise.
+	LoopbackOnly bool
+	// PublicURL, when set, is the absolute http or https URL clients reach
+	// the API by, with an optional base path and no query or fragment
+	// (e.g. https://airlock.example.com/base); artifact URLs are built
+	// from it. Empty means from the request: its Host, and https only if
+	// this server terminated TLS.
+	PublicURL string
 	// Sessions serves /v1/sessions and everything under it; nil answers
 	// 501 sessions-disabled.
 	Sessions airlock.SessionService
@@ -46,8 +64,16 @@ type Config struct {
 	// ArtifactURLTTL is how long a signed artifact URL is valid;
 	// DefaultArtifactURLTTL if zero.
 	ArtifactURLTTL time.Duration
-	Logger         *slog.Logger     // slog.Default() if nil
-	Now            func() time.Time // time.Now if nil
+	// StreamBufferBytes bounds the events of one event stream waiting for
+	// a slow client; past it the stream is dropped (the program runs on).
+	// DefaultStreamBufferBytes if zero.
+	StreamBufferBytes int
+	// StreamWriteTimeout bounds each write of an event stream; a write
+	// that takes longer drops the stream. DefaultStreamWriteTimeout if
+	// zero.
+	StreamWriteTimeout time.Duration
+	Logger             *slog.Logger     // slog.Default() if nil
+	Now                func() time.Time // time.Now if nil
 }
 
 // Validate reports whether c can be used; zero durations, Logger and Now
@@ -66,15 +92,31 @@ func (c Config) Validate() error {
 		return airlock.Errorf(airlock.EINVALID, "httpapi: max timeout must be at least 1s")
 	case c.ArtifactURLTTL < 0:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: artifact URL TTL must not be negative")
+	case c.StreamBufferBytes < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream buffer must not be negative")
+	case c.StreamWriteTimeout < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream write timeout must not be negative")
+	}
+	if c.MetricsKey != "" {
+		if err := ValidateMetricsKey(c.MetricsKey); err != nil {
+			return err
+		}
+	}
+	if c.PublicURL != "" {
+		if _, err := ParsePublicURL(c.PublicURL); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	handler http.Handler
+	cfg        Config
+	log        *slog.Logger
+	handler    http.Handler
+	publicBase string   // PublicURL without its trailing slash; "" if unset
+	metricsSum [32]byte // SHA-256 of MetricsKey, if set
 }
 
 // New returns a server for cfg.
@@ -94,8 +136,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StreamBufferBytes == 0 {
+		cfg.StreamBufferBytes = DefaultStreamBufferBytes
+	}
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
 	cfg.SigningKey = append([]byte(nil), cfg.SigningKey...)
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.PublicURL != "" {
+		u, _ := ParsePublicURL(cfg.PublicURL) // checked by Validate
+		s.publicBase = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+	}
+	if cfg.MetricsKey != "" {
+		s.metricsSum = sha256.Sum256([]byte(cfg.MetricsKey))
+	}
 
 	mux := http.NewServeMux()
 	for _, rt := range routes {
@@ -329,7 +384,12 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 // Responses.
 
 // error sends err as a problem, logging it in full if it is internal.
+// An error that says when to retry (airlock.RetryAfterOf) sets the
+// Retry-After header.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	if d := airlock.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", RetryAfterSeconds(d))
+	}
 	p, internal := problemFor(err)
 	if internal && r.Context().Err() != nil {
 		// The client went away mid-request; nobody reads this answer.

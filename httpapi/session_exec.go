@@ -1,11 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -16,7 +16,9 @@ import (
 // The answer is the execution (the shape of /v1/execute), or with
 // Accept: text/event-stream a stream of events as it runs: start
 // {execution_id, pid}, stdout and stderr chunks, and exit with the
-// execution (or error with a problem).
+// execution (or error with a problem). A stream the client does not keep
+// up with is dropped (see sse.go); the command runs on to its end and is
+// recorded as usual.
 func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 	svc, ok := s.sessions(w, r)
 	if !ok {
@@ -27,7 +29,8 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, id := TenantFrom(r.Context()), r.PathValue("id")
-	// A command may run longer than the server's write timeout.
+	// A command may run longer than the server's write timeout; a stream
+	// sets a deadline on each of its writes instead.
 	http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	if !wantsEventStream(r) {
 		e, err := svc.Exec(r.Context(), tenant, id, req, nil)
@@ -40,78 +43,48 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 	}
 	// Problems found before the program starts are still plain problem
 	// responses; the stream begins with the start event.
-	obs := &execStream{s: s, w: w, r: r}
-	e, err := svc.Exec(r.Context(), tenant, id, req, obs)
-	if !obs.begun() {
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		obs.Started(e.ID, 0) // a program that ended before it was seen
+	st := s.newEventStream(w)
+	defer st.drop(errStreamEnded)
+	v, cut, err := s.streamed(r, st, func(ctx context.Context) (any, error) {
+		return svc.Exec(ctx, tenant, id, req, execObserver{st})
+	})
+	if cut {
+		panic(http.ErrAbortHandler)
 	}
-	obs.sse.finish()
+	if !st.started() && err != nil {
+		s.error(w, r, err)
+		return
+	}
+	e, _ := v.(*airlock.Execution)
+	// A program that ended before it was seen starts its stream here.
+	start := map[string]any{"execution_id": "", "pid": 0}
+	if e != nil {
+		start["execution_id"] = e.ID
+	}
 	if err != nil {
 		p, _ := problemFor(err)
 		s.log.Warn("session exec failed mid-stream", "request_id", info(r.Context()).id, "error", err.Error())
-		obs.sse.event("error", p)
+		st.end("start", start, "error", p)
 	} else {
-		obs.sse.event("exit", e)
+		st.end("start", start, "exit", e)
 	}
-	obs.sse.close()
-}
-
-// execStream is the event stream of one exec. Output that arrives before
-// the start event (the agent may send it before the exec's PID is known
-// here) waits for it, so start is always first.
-type execStream struct {
-	s   *Server
-	w   http.ResponseWriter
-	r   *http.Request
-	mu  sync.Mutex
-	sse *sseWriter
-	// held is output received before the start event.
-	held []heldChunk
-}
-
-type heldChunk struct {
-	stream string
-	data   []byte
-}
-
-func (x *execStream) begun() bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.sse != nil
-}
-
-func (x *execStream) Started(executionID string, pid int) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.sse != nil {
-		return
+	if st.droppedErr() != nil {
+		s.streamDropped(r, st, false)
+		panic(http.ErrAbortHandler)
 	}
-	x.sse = startEventStream(x.w)
-	x.sse.event("start", map[string]any{"execution_id": executionID, "pid": pid})
-	for _, c := range x.held {
-		x.sse.output(c.stream, c.data)
-	}
-	x.held = nil
 }
 
-func (x *execStream) out(stream string, b []byte) {
-	x.mu.Lock()
-	if x.sse == nil {
-		x.held = append(x.held, heldChunk{stream, append([]byte(nil), b...)})
-		x.mu.Unlock()
-		return
-	}
-	sse := x.sse
-	x.mu.Unlock()
-	sse.output(stream, b)
-}
+// execObserver feeds an exec's events to its stream. Output that arrives
+// before the start event (the agent may send it before the exec's PID is
+// known here) waits in the stream's queue behind it, so start is always
+// first.
+type execObserver struct{ st *eventStream }
 
-func (x *execStream) Stdout(b []byte) { x.out("stdout", b) }
-func (x *execStream) Stderr(b []byte) { x.out("stderr", b) }
+func (o execObserver) Started(executionID string, pid int) {
+	o.st.begin("start", map[string]any{"execution_id": executionID, "pid": pid})
+}
+func (o execObserver) Stdout(b []byte) { o.st.output("stdout", b) }
+func (o execObserver) Stderr(b []byte) { o.st.output("stderr", b) }
 
 // SignalRequest is the body of POST /v1/sessions/{id}/exec/{pid}/signal:
 // a signal number, or a name with or without SIG ("TERM", "SIGINT").

@@ -62,6 +62,7 @@ type options struct {
 	keepSessions   bool
 	sessions       sessionOptions
 	egress         egressOptions
+	api            apiOptions
 }
 
 func main() {
@@ -87,7 +88,12 @@ func main() {
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
 	o.sessions.register(flag.CommandLine)
 	o.egress.register(flag.CommandLine)
+	o.api.register(flag.CommandLine)
 	flag.Parse()
+	if err := o.api.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -272,16 +278,30 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Listen first: whether /metrics needs its key depends on the
+	// address really bound.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	loopback := loopbackOnly(ln.Addr())
+	if !loopback && o.api.metricsKey == "" {
+		logger.Warn("/metrics is closed (403): airlockd listens beyond loopback without --metrics-key", "addr", ln.Addr().String())
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Store:      store,
-		Blobs:      blobs,
-		Executor:   mgr,
-		Ready:      readiness(images),
-		Metrics:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
-		Sessions:   sessions,
-		SigningKey: signingKey,
-		MaxTimeout: o.maxTimeout,
-		Logger:     logger,
+		Store:        store,
+		Blobs:        blobs,
+		Executor:     mgr,
+		Ready:        readiness(images),
+		Metrics:      promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+		MetricsKey:   o.api.metricsKey,
+		LoopbackOnly: loopback,
+		PublicURL:    o.api.publicURL,
+		Sessions:     sessions,
+		SigningKey:   signingKey,
+		MaxTimeout:   o.maxTimeout,
+		Logger:       logger,
 	})
 	if err != nil {
 		return err
@@ -298,10 +318,6 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		if err := serveDebug(o.debugListen, logger); err != nil {
 			return err
 		}
-	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return err
 	}
 	logger.Info("airlockd serving", "addr", ln.Addr().String(), "state_dir", o.stateDir)
 	errc := make(chan error, 1)
