@@ -90,9 +90,10 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		if cd := mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}); cd != "" {
 			h.Set("Content-Disposition", cd)
 		}
-		http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(time.Time{})
 		w.WriteHeader(http.StatusOK)
-		return w
+		return &deadlineWriter{w: w, rc: rc, timeout: s.cfg.StreamWriteTimeout}
 	})
 	if err != nil {
 		if started {
@@ -121,4 +122,19 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// deadlineWriter bounds each write of a download: the bytes come from the
+// agent's connection, which every call of the session shares, so a client
+// that stops reading must fail its own download after a while instead of
+// stalling the session (the download then ends cut short).
+type deadlineWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.w.Write(b)
 }
