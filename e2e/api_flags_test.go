@@ -41,7 +41,7 @@ func TestAirlockdAPIFlags(t *testing.T) {
 	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
 	bin := buildAirlockd(t, tmp)
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	base := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", ""}
+	base := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
 
 	for _, bad := range [][]string{
 		{"--public-url", "https://airlock.example.com/base?x=1"},

@@ -47,7 +47,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	// No warm pool: the sandboxes on the host are the sessions' alone.
 	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", ""}
+		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
 
 	d1 := startDaemon(t, bin, args)
 	daemons = append(daemons, d1)

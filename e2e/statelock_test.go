@@ -45,7 +45,7 @@ func TestSecondAirlockdRefused(t *testing.T) {
 	bin := buildAirlockd(t, tmp)
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--egress-prefix", prefix, "--pool-max", "0", "--warm", ""}
+		"--egress-prefix", prefix, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
 
 	d1 := startDaemon(t, bin, args)
 	daemons = append(daemons, d1)

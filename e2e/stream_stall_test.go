@@ -55,7 +55,7 @@ func TestStalledStreamDoesNotStallSession(t *testing.T) {
 	bin := buildAirlockd(t, tmp)
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	// No warm pool: the only sandbox is the session's.
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", ""}
+	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
 	d := startDaemon(t, bin, args)
 	daemons = append(daemons, d)
 	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))

@@ -2,17 +2,20 @@
 // take many calls (exec, files, code contexts) until their timeout, their
 // idle timeout or a DELETE, and are then destroyed like any other sandbox.
 //
-// It owns the session lifecycle (the airlock.SessionState machine, with
-// every move checked by SessionState.Transition and recorded in the
-// SessionStore), idempotent creation (a store-level unique key per tenant
-// and Idempotency-Key, and waiting for the first creator), admission
-// (sessions per node and per tenant), the reaper (timeouts and idle
-// timeouts), and what a restarted server does with the sessions an earlier
-// run left (Recover: they are ended and recorded as server_restarted; see
-// Recover for why they are not reattached).
+// It is a front-end over the node's one sandbox lifecycle: package
+// provision chooses the backend within the tenant's isolation floor,
+// admits the session (per node and per tenant), and gets its sandbox from
+// the warm pool, a snapshot or a boot; package run runs and records its
+// execs and cells (deadline, kill, caps, exit, stats). What it owns is
+// what only sessions have: the lifecycle (the airlock.SessionState
+// machine, every move checked by SessionState.Transition and recorded in
+// the SessionStore), idempotent creation (a store-level unique key per
+// tenant and Idempotency-Key, waiting for the first creator), files and
+// code contexts, the reaper (timeouts and idle timeouts), letting go of
+// sessions at a clean stop (Detach) and taking them back at the next
+// start (Recover: reattached by ID, their running programs adopted).
 //
-// It speaks only to the domain interfaces (airlock.Backend, ImageResolver,
-// Store, SessionStore) and to the agent through protocol.Client; it must
-// not know which backend or store it drives, and must not touch the
-// one-shot execution manager or its warm pool.
+// It speaks only to the domain interfaces, provision, run and the agent
+// through protocol.Client; it must not know which backend or store it
+// drives.
 package session

@@ -62,6 +62,11 @@ flags:
   --warmup N           requests sent first and not counted (default 0)
   --rate R             start at most R requests per second in all (default:
                        back to back); latency then excludes the wait
+  --sessions           measure session creation instead: each request is a
+                       POST /v1/sessions (timed until the session is ready)
+                       followed, untimed, by its DELETE; --code, --file and
+                       --language do not apply
+  --image NAME         image of the sessions (default python-ds)
   --json               print the summary as JSON on stdout
 
 exit status: 0 when the run completed (whatever the errors), 1 on a
@@ -107,6 +112,10 @@ type benchConfig struct {
 	warmup      int
 	perRequest  time.Duration
 	rate        float64 // requests per second across all workers; 0 sends back to back
+	// sessions measures POST /v1/sessions (then deletes each session)
+	// instead of executions.
+	sessions bool
+	session  airlock.CreateSessionRequest
 }
 
 // benchResult is one measured request.
@@ -139,6 +148,8 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.warmup, "warmup", 0, "")
 	fs.Float64Var(&cfg.rate, "rate", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.BoolVar(&cfg.sessions, "sessions", false, "")
+	fs.StringVar(&cfg.session.Image, "image", "python-ds", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -307,6 +318,9 @@ func drive(ctx context.Context, c *client.Client, cfg benchConfig, limit int) []
 func benchOne(ctx context.Context, c *client.Client, cfg benchConfig) (benchResult, bool) {
 	rctx, cancel := context.WithTimeout(ctx, cfg.perRequest)
 	defer cancel()
+	if cfg.sessions {
+		return benchSession(ctx, rctx, c, cfg)
+	}
 	start := time.Now()
 	e, err := c.Execute(rctx, cfg.req, client.WithAgentID("airlock-bench"))
 	r := benchResult{latency: time.Since(start)}
@@ -371,6 +385,9 @@ func summarizeBench(cfg benchConfig, rs []benchResult, elapsed time.Duration, in
 		Interrupted: interrupted,
 		Requests:    len(rs),
 		APIErrors:   map[string]int{},
+	}
+	if cfg.sessions {
+		s.Language = airlock.Language("sessions of " + cfg.session.Image)
 	}
 	var lat []time.Duration
 	for _, r := range rs {
@@ -443,4 +460,31 @@ func (s *benchSummary) print(w io.Writer) {
 	l := s.Latency
 	fmt.Fprintf(w, "  latency ms  min %.1f  p50 %.1f  p95 %.1f  p99 %.1f  max %.1f  (%d executions)\n",
 		l.Min, l.P50, l.P95, l.P99, l.Max, l.Count)
+}
+
+// benchSession creates one session, timed until it is ready, and deletes
+// it (untimed); ok is false if ctx ended it.
+func benchSession(ctx, rctx context.Context, c *client.Client, cfg benchConfig) (benchResult, bool) {
+	start := time.Now()
+	sess, _, err := c.CreateSession(rctx, cfg.session)
+	r := benchResult{latency: time.Since(start)}
+	var ce *client.Error
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return r, false
+	case errors.As(err, &ce):
+		r.outcome, r.status = "api_error", ce.Status
+	case err != nil:
+		r.outcome = "transport_error"
+	case sess.State != airlock.SessionReady:
+		r.outcome = "failed"
+	default:
+		r.outcome = "ok"
+	}
+	if err == nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		c.DeleteSession(dctx, sess.ID)
+	}
+	return r, true
 }

@@ -127,3 +127,25 @@ func TestBench(t *testing.T) {
 		t.Errorf("wrong key: exit %d stderr %q executions %d", code, errs, f.executes.Load())
 	}
 }
+
+// bench --sessions creates sessions on a real server, timed until each is
+// ready, and deletes every one it made.
+func TestBenchSessions(t *testing.T) {
+	url, key := sessionServer(t)
+	out, errs, exit := runCLI(t, runBench, "", "--url", url, "--key", key, "--json", "--sessions", "--image", "base",
+		"--concurrency", "2", "--requests", "4")
+	if exit != 0 {
+		t.Fatalf("exit %d: %s", exit, errs)
+	}
+	var s benchSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("--json output %q: %v", out, err)
+	}
+	if s.Requests != 4 || s.OK != 4 || s.Errors != 0 || s.Latency.P50 <= 0 || s.Language != "sessions of base" {
+		t.Fatalf("summary %+v", s)
+	}
+	out, errs, exit = runCLI(t, runSession, "", "ls", "--url", url, "--key", key)
+	if exit != 0 || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		t.Errorf("live sessions after the run (want only a header, if anything): %q %q %d", out, errs, exit)
+	}
+}
