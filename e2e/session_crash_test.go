@@ -46,8 +46,9 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	bin := buildAirlockd(t, tmp)
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	// No warm pool: the sandboxes on the host are the sessions' alone.
+	prefix := "sr" + testenv.RandomID()[:4]
 	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
+		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--egress-prefix", prefix}
 
 	d1 := startDaemon(t, bin, args)
 	daemons = append(daemons, d1)
@@ -72,6 +73,16 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	}
 	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x = 41 + 1"}); err != nil {
 		t.Fatal(err)
+	}
+	// A session with a network: it comes back with its network, served
+	// by the new airlockd's proxy and resolver under its allow list.
+	netSess, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base",
+		Network: &airlock.NetworkPolicy{Mode: airlock.NetworkAllowList, Allow: []string{"allowed.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ourNetworks(t, prefix)) == 0 {
+		t.Fatal("the networked session has no network on the host")
 	}
 	// A second session, ended in the store while no server runs: its
 	// sandbox must go at the next start.
@@ -141,6 +152,24 @@ func TestSessionSurvivesRestart(t *testing.T) {
 			}
 			return false
 		})
+		// The networked session: its resolver answers again, refusing a
+		// name off the list, and the new airlockd records that.
+		denied := fmt.Sprintf("denied%d.test", round)
+		if e, err := c.Exec(ctx, netSess.ID, airlock.SessionExecRequest{Shell: "getent hosts " + denied}); err != nil || e.ExitCode == 0 {
+			t.Errorf("%s: a name off the list after the restart: %+v %v", r.name, e, err)
+		}
+		waitFor(t, 10*time.Second, r.name+": the egress log of the networked session", func() bool {
+			page, err := c.SessionEgress(ctx, netSess.ID, airlock.EgressFilter{})
+			if err != nil {
+				return false
+			}
+			for _, ev := range page.Events {
+				if ev.Name == denied && ev.Verdict == airlock.VerdictDenied {
+					return true
+				}
+			}
+			return false
+		})
 		if round == 0 {
 			if got := observe(t, runsc, tmp, parent, d.pid()).mentioning("ss-" + orphan.ID); !got.empty() {
 				t.Errorf("the sandbox of a session ended in the store is still on the host: %s", got)
@@ -165,6 +194,9 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	d.stop(t)
 	if after := observe(t, runsc, tmp, parent, 0); !after.empty() {
 		t.Errorf("left after a clean stop that ends sessions: %s", after)
+	}
+	if nets := ourNetworks(t, prefix); len(nets) > 0 {
+		t.Errorf("networks left after a clean stop that ends sessions: %v", nets)
 	}
 	d = startDaemon(t, bin, args)
 	daemons = append(daemons, d)

@@ -31,6 +31,7 @@ import (
 type fixture struct {
 	t      testing.TB
 	inet   *testnet.Internet
+	cfg    egress.Config
 	svc    *egress.Service
 	store  *sqlite.DB
 	tenant *airlock.Tenant
@@ -74,6 +75,7 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		// after New: hand it a recorder that forwards.
 		cfg.Broker = o.broker(func(ev *airlock.EgressEvent) { f.svc.Record(ev) }, inet)
 	}
+	f.cfg = cfg
 	svc, err := egress.New(cfg)
 	if err != nil {
 		t.Fatal(err)
