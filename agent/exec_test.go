@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -294,7 +295,7 @@ func TestExecBackgroundChild(t *testing.T) {
 // agent stops reading after its grace period instead of waiting for it.
 func TestExecEscapedChild(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("setsid not installed")
+		testreq.Skip(t, "skipped: setsid not installed on this host (util-linux)")
 	}
 	h := start(t)
 	begin := time.Now()

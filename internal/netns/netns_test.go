@@ -14,12 +14,13 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/airlockhq/airlock/internal/netns"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (network namespaces and nftables)")
+		testreq.Skip(t, "skipped: needs root (network namespaces and nftables)")
 	}
 }
 
