@@ -40,11 +40,12 @@ func child(t *testing.T, what, require string) (string, bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.v", "-test.count=1")
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, testreq.Var+"=") && !strings.HasPrefix(kv, childEnv+"=") {
+		if !strings.HasPrefix(kv, testreq.Var+"=") && !strings.HasPrefix(kv, childEnv+"=") && !strings.HasPrefix(kv, "GORACE=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, childEnv+"="+what)
+	// Under -race the child would wait a second at exit for late reports.
+	cmd.Env = append(cmd.Env, childEnv+"="+what, "GORACE=atexit_sleep_ms=0")
 	if require != "unset" {
 		cmd.Env = append(cmd.Env, testreq.Var+"="+require)
 	}
