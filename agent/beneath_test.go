@@ -59,6 +59,7 @@ func TestFilesSymlinkSwapRace(t *testing.T) {
 			}
 			os.Rename(d, real)
 			os.Symlink(outside, d)
+			// Part of the race played: keep the symlink in place a moment.
 			time.Sleep(time.Microsecond)
 			os.Remove(d)
 			os.Rename(real, d)

@@ -183,7 +183,11 @@ func TestExecUnreadStdinDoesNotBlockAgent(t *testing.T) {
 func TestExecSignal(t *testing.T) {
 	h := start(t)
 	r := h.exec(protocol.ExecRequest{Argv: []string{"sleep", "30"}})
-	time.Sleep(50 * time.Millisecond)
+	comm := fmt.Sprintf("/proc/%d/comm", r.p.PID())
+	testreq.Eventually(t, 5*time.Second, "the program to be sleep ("+comm+")", func() bool {
+		b, _ := os.ReadFile(comm)
+		return strings.TrimSpace(string(b)) == "sleep"
+	})
 	begin := time.Now()
 	if err := r.p.Signal(int(syscall.SIGTERM)); err != nil {
 		t.Fatal(err)
