@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // groupSize is how many subtests run at once: the machines have 2 cores and
@@ -444,14 +448,28 @@ func endToEndCases() []e2eCase {
 				}
 				long := make(chan result, 1)
 				start := time.Now()
+				longCode := "sleep 8; echo slept # " + testenv.RandomID()
 				go func() {
 					ctx, cancel := context.WithTimeout(context.Background(), maxTimeout)
 					defer cancel()
-					e, err := s.a.client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "sleep 8; echo slept"})
+					e, err := s.a.client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: longCode})
 					long <- result{e, err, time.Now()}
 				}()
-				// Let the long one get its sandbox first.
-				time.Sleep(1500 * time.Millisecond)
+				// Let the long one in first: wait for its record.
+				sum := sha256.Sum256([]byte(longCode))
+				testreq.Eventually(t, 30*time.Second, "the long execution to be recorded as running", func() bool {
+					p, err := s.a.client.ListExecutions(context.Background(), 50, "")
+					if err != nil {
+						t.Logf("list executions: %v", err)
+						return false
+					}
+					for _, x := range p.Executions {
+						if x.CodeSHA256 == hex.EncodeToString(sum[:]) && x.Status == airlock.StatusRunning {
+							return true
+						}
+					}
+					return false
+				})
 				qstart := time.Now()
 				e := s.execute(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo quick"})
 				quickDone := time.Now()
