@@ -204,16 +204,10 @@ func TestExecSignal(t *testing.T) {
 func TestExecSignalTrapped(t *testing.T) {
 	h := start(t)
 	r := h.exec(protocol.ExecRequest{Argv: []string{"sh", "-c", `trap 'echo got-usr1; exit 7' USR1; touch ready; while :; do sleep 0.05; done`}})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(h.ws, "ready")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("shell never got ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testreq.Eventually(t, 5*time.Second, "the shell to get ready (trap set)", func() bool {
+		_, err := os.Stat(filepath.Join(h.ws, "ready"))
+		return err == nil
+	})
 	r.p.Signal(int(syscall.SIGUSR1))
 	st := r.wait(5 * time.Second)
 	if st.Code != 7 || st.Signal != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -214,18 +215,14 @@ func (s *stack) close(t *testing.T) {
 func (s *stack) waitWarm(t *testing.T) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(3 * time.Minute)
-	for {
-		n, mem := s.manager.PoolStats()
-		if n >= len(warmPairs) {
-			t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("warm pool has %d members after %v, want %d", n, time.Since(start), len(warmPairs))
-		}
-		time.Sleep(200 * time.Millisecond)
+	n, mem := 0, int64(0)
+	if !testreq.Poll(3*time.Minute, func() bool {
+		n, mem = s.manager.PoolStats()
+		return n >= len(warmPairs)
+	}) {
+		t.Fatalf("warm pool has %d members after %v, want %d", n, time.Since(start), len(warmPairs))
 	}
+	t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
 }
 
 // execute runs req as tenant A and fails the test on an API error.
