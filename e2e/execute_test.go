@@ -3,12 +3,11 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -448,27 +447,21 @@ func endToEndCases() []e2eCase {
 				}
 				long := make(chan result, 1)
 				start := time.Now()
-				longCode := "sleep 8; echo slept # " + testenv.RandomID()
+				// The long program leaves a mark in its /tmp, which the
+				// gVisor backend keeps on the host (see runsDir).
+				marker := "started-" + testenv.RandomID()
+				longCode := "touch /tmp/" + marker + "; sleep 8; echo slept"
 				go func() {
 					ctx, cancel := context.WithTimeout(context.Background(), maxTimeout)
 					defer cancel()
 					e, err := s.a.client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: longCode})
 					long <- result{e, err, time.Now()}
 				}()
-				// Let the long one in first: wait for its record.
-				sum := sha256.Sum256([]byte(longCode))
-				testreq.Eventually(t, 30*time.Second, "the long execution to be recorded as running", func() bool {
-					p, err := s.a.client.ListExecutions(context.Background(), 50, "")
-					if err != nil {
-						t.Logf("list executions: %v", err)
-						return false
-					}
-					for _, x := range p.Executions {
-						if x.CodeSHA256 == hex.EncodeToString(sum[:]) && x.Status == airlock.StatusRunning {
-							return true
-						}
-					}
-					return false
+				// Let the long one get its sandbox and run first.
+				pattern := filepath.Join(s.runsDir(), "*", "disk", "tmp", marker)
+				testreq.Eventually(t, time.Minute, "the long program to run (its mark "+pattern+")", func() bool {
+					m, _ := filepath.Glob(pattern)
+					return len(m) > 0
 				})
 				qstart := time.Now()
 				e := s.execute(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo quick"})

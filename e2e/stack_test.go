@@ -225,6 +225,13 @@ func (s *stack) waitWarm(t *testing.T) {
 	t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
 }
 
+// runsDir is where the stack's gVisor backend keeps a directory per live
+// sandbox; the sandbox's /workspace and /tmp are its disk/workspace and
+// disk/tmp (the crash test knows this layout too).
+func (s *stack) runsDir() string {
+	return filepath.Join(s.backend.Config().StateDir, "sandboxes")
+}
+
 // execute runs req as tenant A and fails the test on an API error.
 func (s *stack) execute(t *testing.T, req airlock.ExecuteRequest, opts ...client.ExecuteOption) *airlock.Execution {
 	t.Helper()
