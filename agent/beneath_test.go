@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // A hard link to a file elsewhere on the disk is refused, like a symlink.
@@ -19,7 +21,7 @@ func TestGetRefusesHardLinks(t *testing.T) {
 	}
 	defer os.Remove(outside)
 	if err := os.Link(outside, filepath.Join(h.ws, "hl")); err != nil {
-		t.Skipf("cannot make a hard link here: %v", err)
+		testreq.Skipf(t, "skipped: cannot make a hard link in the test's temporary directory: %v", err)
 	}
 	got, err := h.get("hl", 1<<20)
 	if code := remoteCode(t, err); code != "refused" || len(got) != 0 {
@@ -57,6 +59,7 @@ func TestFilesSymlinkSwapRace(t *testing.T) {
 			}
 			os.Rename(d, real)
 			os.Symlink(outside, d)
+			// Part of the race played: keep the symlink in place a moment.
 			time.Sleep(time.Microsecond)
 			os.Remove(d)
 			os.Rename(real, d)

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
 func needInterpreter(t *testing.T, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("skipped: %s not installed", name)
+		testreq.Skipf(t, "skipped: %s not installed on this host; scripts/setup.sh installs it", name)
 	}
 }
 

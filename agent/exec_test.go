@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -182,7 +183,11 @@ func TestExecUnreadStdinDoesNotBlockAgent(t *testing.T) {
 func TestExecSignal(t *testing.T) {
 	h := start(t)
 	r := h.exec(protocol.ExecRequest{Argv: []string{"sleep", "30"}})
-	time.Sleep(50 * time.Millisecond)
+	comm := fmt.Sprintf("/proc/%d/comm", r.p.PID())
+	testreq.Eventually(t, 5*time.Second, "the program to be sleep ("+comm+")", func() bool {
+		b, _ := os.ReadFile(comm)
+		return strings.TrimSpace(string(b)) == "sleep"
+	})
 	begin := time.Now()
 	if err := r.p.Signal(int(syscall.SIGTERM)); err != nil {
 		t.Fatal(err)
@@ -199,16 +204,10 @@ func TestExecSignal(t *testing.T) {
 func TestExecSignalTrapped(t *testing.T) {
 	h := start(t)
 	r := h.exec(protocol.ExecRequest{Argv: []string{"sh", "-c", `trap 'echo got-usr1; exit 7' USR1; touch ready; while :; do sleep 0.05; done`}})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(h.ws, "ready")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("shell never got ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testreq.Eventually(t, 5*time.Second, "the shell to get ready (trap set)", func() bool {
+		_, err := os.Stat(filepath.Join(h.ws, "ready"))
+		return err == nil
+	})
 	r.p.Signal(int(syscall.SIGUSR1))
 	st := r.wait(5 * time.Second)
 	if st.Code != 7 || st.Signal != 0 {
@@ -294,7 +293,7 @@ func TestExecBackgroundChild(t *testing.T) {
 // agent stops reading after its grace period instead of waiting for it.
 func TestExecEscapedChild(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("setsid not installed")
+		testreq.Skip(t, "skipped: setsid not installed on this host (util-linux)")
 	}
 	h := start(t)
 	begin := time.Now()

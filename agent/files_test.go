@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -362,18 +363,10 @@ func TestPutConnectionLostLeavesNothing(t *testing.T) {
 		h.c.Put(context.Background(), "f", 0, r)
 	}()
 	<-started
-	// Wait until the agent has made its temporary file.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testreq.Eventually(t, 5*time.Second, "the agent to make its temporary file", func() bool {
 		m, _ := filepath.Glob(filepath.Join(h.ws, ".airlock-put-*"))
-		if len(m) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("agent made no temporary file")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(m) > 0
+	})
 	h.host.Close()
 	select {
 	case err := <-h.served:

@@ -19,6 +19,7 @@ func TestHealth(t *testing.T) {
 	if hl.UptimeMS < 0 || hl.Processes != 0 {
 		t.Fatalf("health %+v", hl)
 	}
+	// The sleep is what is measured: uptime must grow with the clock.
 	time.Sleep(20 * time.Millisecond)
 	if later := h.healthy(); later.UptimeMS < 20 {
 		t.Fatalf("uptime %d ms after 20 ms", later.UptimeMS)

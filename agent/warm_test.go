@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
 func TestWarmPython(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("skipped: python3 not installed on this host")
+		testreq.Skip(t, "skipped: python3 not installed on this host; scripts/setup.sh installs it")
 	}
 	cases := []struct {
 		name   string
@@ -55,7 +56,7 @@ func TestWarmPython(t *testing.T) {
 
 func TestWarmNotUsedWhenEnvDiffers(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("skipped: python3 not installed on this host")
+		testreq.Skip(t, "skipped: python3 not installed on this host; scripts/setup.sh installs it")
 	}
 	h := start(t)
 	if err := h.c.Prepare(h.ctx(30*time.Second), protocol.PrepareRequest{Runtime: protocol.RuntimePython}); err != nil {

@@ -215,6 +215,8 @@ sleep 0.2; echo sent; kill -TERM -1; kill -KILL -1`)
 			if !strings.Contains(r.Stdout, "sent") {
 				t.Fatalf("the probe did not run: %s", r)
 			}
+			// A signal's effect is not always immediate: give a wrong
+			// one a moment to end the agent before checking it did not.
 			time.Sleep(200 * time.Millisecond)
 			e.Alive(sb)
 		}},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -232,14 +233,18 @@ for label, kw in (("argv", {"args": ["/bin/true", "a" * (8 << 20)]}), ("env", {"
 			sb := e.Sandbox(nil)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			var out syncBuffer
 			p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: []string{"bash", "-c",
 				`trap '' TERM INT HUP; python3 -c 'import signal, time
 for s in (1, 2, 15): signal.signal(s, signal.SIG_IGN)
-time.sleep(600)' & wait`}, TimeoutMS: 4000}, nil, nil)
+print("ignoring", flush=True)
+time.sleep(600)' & wait`}, TimeoutMS: 4000}, &out, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(700 * time.Millisecond)
+			if !testreq.Poll(3*time.Second, func() bool { return strings.Contains(out.String(), "ignoring") }) {
+				t.Fatalf("the program did not start ignoring the signals within 3 s of its 4 s: %q", out.String())
+			}
 			for _, s := range []int{15, 2, 1} {
 				p.Signal(s)
 			}
@@ -267,13 +272,27 @@ time.sleep(600)' & wait`}, TimeoutMS: 4000}, nil, nil)
 				t.Fatalf("the parent did not return promptly: %s", r)
 			}
 			log := sb.WorkspaceDir() + "/daemon.log"
-			time.Sleep(300 * time.Millisecond)
+			first := int64(-1)
+			if !testreq.Poll(10*time.Second, func() bool {
+				fi, err := os.Stat(log)
+				if err != nil {
+					return false
+				}
+				if first < 0 {
+					first = fi.Size()
+				}
+				return fi.Size() > first
+			}) {
+				t.Fatalf("the daemon does not write to its log after its parent returned (%d bytes)", first)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := sb.Stop(ctx); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
 			a, errA := os.Stat(log)
+			// What is checked: nothing changes over 300 ms (the daemon
+			// wrote every 20 ms).
 			time.Sleep(300 * time.Millisecond)
 			b, errB := os.Stat(log)
 			if errA != nil || errB != nil {

@@ -212,6 +212,7 @@ report("made", "ok")
 				t.Fatal(err)
 			}
 			a := collect(t, sb.WorkspaceDir())["busy.bin"]
+			// What is checked: the same content twice, 300 ms apart.
 			time.Sleep(300 * time.Millisecond)
 			b := collect(t, sb.WorkspaceDir())["busy.bin"]
 			if sha256.Sum256([]byte(a)) != sha256.Sum256([]byte(b)) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -23,11 +24,14 @@ var leakCases = []Case{
 				t.Fatal(err)
 			}
 			defer p.Signal(9)
-			time.Sleep(200 * time.Millisecond)
-			if r := e.Sh(a, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"); !strings.Contains(r.Stdout, marker) {
-				t.Fatalf("the marker process does not run in the first sandbox: %s", r)
+			var r Result
+			if !testreq.Poll(10*time.Second, func() bool {
+				r = e.Sh(a, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+				return strings.Contains(r.Stdout, marker)
+			}) {
+				t.Fatalf("the marker process does not run in the first sandbox after 10 s: %s", r)
 			}
-			r := e.Sh(b, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; for p in /proc/[0-9]*; do kill -9 ${p#/proc/} 2>/dev/null; done; kill -9 -1")
+			r = e.Sh(b, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; for p in /proc/[0-9]*; do kill -9 ${p#/proc/} 2>/dev/null; done; kill -9 -1")
 			if strings.Contains(r.Stdout, marker) {
 				t.Fatalf("the second sandbox sees the first one's process: %s", r)
 			}
@@ -71,11 +75,8 @@ time.sleep(600)
 				t.Fatal(err)
 			}
 			defer p.Signal(9)
-			for i := 0; i < 100 && !strings.Contains(ready.String(), "ready"); i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if !strings.Contains(ready.String(), "ready") {
-				t.Fatalf("the listener did not start")
+			if !testreq.Poll(10*time.Second, func() bool { return strings.Contains(ready.String(), "ready") }) {
+				t.Fatalf("the listener did not start in 10 s: %q", ready.String())
 			}
 			probe := fmt.Sprintf(`
 def conn(label, fam, addr):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -121,7 +122,7 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 			for _, c := range byGroup[g] {
 				t.Run(c.Name, func(t *testing.T) {
 					if c.SeparateKernel && !caps.SeparateKernel {
-						t.Skip(sharedKernelSkip)
+						testreq.NotApplicable(t, sharedKernelSkip)
 					}
 					before := snapshotHost(b, opts)
 					e := &Env{t: t, b: b, caps: caps, opts: opts, canary: canary}

@@ -39,10 +39,7 @@ func TestCrashRecovery(t *testing.T) {
 	runsc := testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
 	testenv.Image(t, "python-ds")
-	agent := os.Getenv("AIRLOCK_TEST_AGENT")
-	if agent == "" {
-		t.Skip("skipped: AIRLOCK_TEST_AGENT is not set; scripts/test.sh sets it to the agent the images carry")
-	}
+	agent := testenv.Agent(t)
 
 	tmp, err := os.MkdirTemp("", "airlock-crash-")
 	if err != nil {
@@ -75,7 +72,7 @@ func TestCrashRecovery(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		e, err := c1.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo started; sleep 60", TimeoutSec: 90})
+		e, err := c1.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "touch /tmp/started; sleep 60", TimeoutSec: 90})
 		done <- result{e, err}
 	}()
 
@@ -92,7 +89,10 @@ func TestCrashRecovery(t *testing.T) {
 		execID = p.Executions[0].ID
 		return true
 	})
-	time.Sleep(time.Second) // let the agent start the program
+	waitFor(t, 30*time.Second, "the program to start (its mark in its /tmp)", func() bool {
+		marks, _ := filepath.Glob(filepath.Join(sandboxes, "ex-"+execID, "disk", "tmp", "started"))
+		return len(marks) == 1
+	})
 
 	// Crash: SIGKILL airlockd alone. Its sandboxes outlive it: the one
 	// running the execution, and any pool members or snapshot builds.

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // groupSize is how many subtests run at once: the machines have 2 cores and
@@ -444,14 +447,22 @@ func endToEndCases() []e2eCase {
 				}
 				long := make(chan result, 1)
 				start := time.Now()
+				// The long program leaves a mark in its /tmp, which the
+				// gVisor backend keeps on the host (see runsDir).
+				marker := "started-" + testenv.RandomID()
+				longCode := "touch /tmp/" + marker + "; sleep 8; echo slept"
 				go func() {
 					ctx, cancel := context.WithTimeout(context.Background(), maxTimeout)
 					defer cancel()
-					e, err := s.a.client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "sleep 8; echo slept"})
+					e, err := s.a.client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: longCode})
 					long <- result{e, err, time.Now()}
 				}()
-				// Let the long one get its sandbox first.
-				time.Sleep(1500 * time.Millisecond)
+				// Let the long one get its sandbox and run first.
+				pattern := filepath.Join(s.runsDir(), "*", "disk", "tmp", marker)
+				testreq.Eventually(t, time.Minute, "the long program to run (its mark "+pattern+")", func() bool {
+					m, _ := filepath.Glob(pattern)
+					return len(m) > 0
+				})
 				qstart := time.Now()
 				e := s.execute(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo quick"})
 				quickDone := time.Now()

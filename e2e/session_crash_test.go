@@ -32,10 +32,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	runsc := testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
 	testenv.Image(t, "python-ds")
-	agent := os.Getenv("AIRLOCK_TEST_AGENT")
-	if agent == "" {
-		t.Skip("skipped: AIRLOCK_TEST_AGENT is not set; scripts/test.sh sets it to the agent the images carry")
-	}
+	agent := testenv.Agent(t)
 	tmp, err := os.MkdirTemp("", "airlock-session-crash-")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/sqlite"
@@ -143,18 +145,21 @@ func (s *stack) close(t *testing.T) {
 func (s *stack) waitWarm(t *testing.T) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(3 * time.Minute)
-	for {
-		n, mem := s.prov.PoolStats()
-		if n >= len(warmPairs) {
-			t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("warm pool has %d members after %v, want %d", n, time.Since(start), len(warmPairs))
-		}
-		time.Sleep(200 * time.Millisecond)
+	n, mem := 0, int64(0)
+	if !testreq.Poll(3*time.Minute, func() bool {
+		n, mem = s.prov.PoolStats()
+		return n >= len(warmPairs)
+	}) {
+		t.Fatalf("warm pool has %d members after %v, want %d", n, time.Since(start), len(warmPairs))
 	}
+	t.Logf("warm pool: %d members (%d MiB) after %v", n, mem>>20, time.Since(start).Round(time.Millisecond))
+}
+
+// runsDir is where the stack's gVisor backend keeps a directory per live
+// sandbox; the sandbox's /workspace and /tmp are its disk/workspace and
+// disk/tmp (the crash test knows this layout too).
+func (s *stack) runsDir() string {
+	return filepath.Join(s.backend.Config().StateDir, "sandboxes")
 }
 
 // execute runs req as tenant A and fails the test on an API error.

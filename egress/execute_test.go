@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 )
 
@@ -48,12 +49,8 @@ for host, port in (("169.254.169.254", 80), ("other.test", 443)):
 		t.Errorf("networked run: exit %d, stdout %q, stderr %q, had_network_attempt %v, start %s", e.ExitCode, e.Stdout, e.Stderr, e.HadNetworkAttempt, e.StartSource)
 	}
 	// The sandbox is destroyed after the response; its network with it.
-	deadline := time.Now().Add(20 * time.Second)
-	for f.svc.Networks().Held() > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := f.svc.Networks().Held(); n > 0 {
-		t.Errorf("the execution's network outlived it (%d held)", n)
+	if !testreq.Poll(20*time.Second, func() bool { return f.svc.Networks().Held() == 0 }) {
+		t.Errorf("the execution's network outlived it by 20 s (%d held)", f.svc.Networks().Held())
 	}
 	f.svc.Flush(ctx)
 	evs, err := f.store.ListEgress(ctx, airlock.EgressFilter{TenantID: f.tenant.ID, ExecutionID: e.ID, Limit: 100})

@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/egress"
 	"github.com/airlockhq/airlock/internal/netns"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testnet"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -45,7 +46,7 @@ type fixtureOpts struct {
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (network namespaces and nftables)")
+		testreq.Skip(t, "skipped: needs root (network namespaces and nftables)")
 	}
 	inet := testnet.New(t)
 	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "airlock.db")})

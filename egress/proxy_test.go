@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // hello answers every request with its host and path.
@@ -244,21 +245,28 @@ func TestNamespaceReachesNothingElse(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(200 * time.Millisecond)
 	if hostHits.Load() != 0 || bHits.Load() != 0 {
 		t.Errorf("host service got %d connections, sandbox b %d", hostHits.Load(), bHits.Load())
 	}
-	a.att.Attempts(context.Background()) // records the drops
-	evs := a.events("")
-	if got := find(evs, func(e *airlock.EgressEvent) bool {
+	// The drops are counted as the packets pass the rules, and the proxy
+	// records a denial after it has reset the connection: poll for both.
+	metadataDrops := func(e *airlock.EgressEvent) bool {
 		return e.Kind == airlock.EgressDrops && slices.Contains(e.Flags, "metadata")
-	}); len(got) == 0 {
+	}
+	deniedB := func(e *airlock.EgressEvent) bool {
+		return e.Kind == airlock.EgressConnection && e.Verdict == airlock.VerdictDenied && e.Dialled == net.JoinHostPort(bIP, "8000")
+	}
+	var evs []*airlock.EgressEvent
+	testreq.Poll(5*time.Second, func() bool {
+		a.att.Attempts(context.Background()) // records the drops
+		evs = a.events("")
+		return len(find(evs, metadataDrops)) > 0 && len(find(evs, deniedB)) > 0
+	})
+	if got := find(evs, metadataDrops); len(got) == 0 {
 		t.Errorf("no drops event with the metadata flag: %s", dump(evs))
 	}
-	if got := find(evs, func(e *airlock.EgressEvent) bool {
-		return e.Kind == airlock.EgressConnection && e.Verdict == airlock.VerdictDenied && e.Dialled == net.JoinHostPort(bIP, "8000")
-	}); len(got) != 1 {
-		t.Errorf("the connection to sandbox b is not logged as denied: %s", dump(evs))
+	if got := find(evs, deniedB); len(got) != 1 {
+		t.Errorf("the connection to sandbox b is not logged as denied once: %s", dump(evs))
 	}
 }
 
@@ -306,12 +314,10 @@ func TestReverseShellRefused(t *testing.T) {
 		return e.Dialled == netip.AddrPortFrom(lnAddr, 4444).String() && e.Verdict == airlock.VerdictDenied && e.Reason == "protocol-not-allowed"
 	}
 	var evs []*airlock.EgressEvent
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testreq.Poll(5*time.Second, func() bool {
 		evs = sb.events(airlock.EgressConnection)
-		if len(find(evs, denied)) > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(find(evs, denied)) > 0
+	})
 	if got := find(evs, denied); len(got) != 1 {
 		t.Errorf("want the reverse shell logged as denied once: %s", dump(evs))
 	}
@@ -449,15 +455,21 @@ func TestLivePolicyCutsConnections(t *testing.T) {
 		t.Error("a new connection to api.test passed")
 	}
 	c2.Close()
-	time.Sleep(100 * time.Millisecond)
-	evs := sb.events("")
-	if got := find(evs, func(e *airlock.EgressEvent) bool {
+	// The cut connection is recorded when its proxy goroutine ends: poll.
+	cutLogged := func(e *airlock.EgressEvent) bool {
 		return e.Kind == airlock.EgressConnection && e.Name == "api.test" && e.Verdict == airlock.VerdictClosed && e.Reason == "policy-changed"
-	}); len(got) != 1 {
-		t.Errorf("want the cut connection logged: %s", dump(evs))
 	}
-	if got := find(evs, func(e *airlock.EgressEvent) bool { return e.Kind == airlock.EgressPolicy }); len(got) != 1 {
-		t.Errorf("want the policy change logged")
+	policyLogged := func(e *airlock.EgressEvent) bool { return e.Kind == airlock.EgressPolicy }
+	var evs []*airlock.EgressEvent
+	testreq.Poll(5*time.Second, func() bool {
+		evs = sb.events("")
+		return len(find(evs, cutLogged)) > 0 && len(find(evs, policyLogged)) > 0
+	})
+	if got := find(evs, cutLogged); len(got) != 1 {
+		t.Errorf("want the cut connection logged once: %s", dump(evs))
+	}
+	if got := find(evs, policyLogged); len(got) != 1 {
+		t.Errorf("want the policy change logged once: %s", dump(evs))
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testnet"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
@@ -94,6 +95,7 @@ type world struct {
 	}
 	api1, other, listener netip.Addr
 	hits                  atomic.Int64 // connections the reverse-shell listener got
+	ticks                 atomic.Int64 // lines api1's /stream has sent
 }
 
 func newWorld(t testing.TB) *world {
@@ -144,6 +146,9 @@ func newWorld(t testing.TB) *world {
 					return
 				}
 				rw.(http.Flusher).Flush()
+				w.ticks.Add(1)
+				// A slow stream, on purpose: it must still be flowing
+				// when the policy change cuts it.
 				time.Sleep(100 * time.Millisecond)
 			}
 			return
@@ -360,17 +365,24 @@ func TestSandboxEgress(t *testing.T) {
 		gw := netip.MustParseAddr(strings.TrimSpace(w.sh(t, b, "awk '/^nameserver/ {print $2}' /etc/resolv.conf").Stdout))
 		bIP := gw.Next().String()
 		done := make(chan string, 1)
+		listening := &watcher{want: "listening", seen: make(chan struct{})}
 		go func() {
 			e, err := w.mgr.Exec(context.Background(), w.tenant, b, airlock.SessionExecRequest{Cmd: []string{"python3", "-c",
-				"import socket\ns=socket.socket()\ns.bind(('0.0.0.0',8000))\ns.listen()\ns.settimeout(7)\nn=0\ntry:\n  while True:\n    s.accept(); n+=1\nexcept Exception:\n  pass\nprint('hits', n)"},
-				TimeoutSec: 30}, nil)
+				"import socket\ns=socket.socket()\ns.bind(('0.0.0.0',8000))\ns.listen()\ns.settimeout(7)\nprint('listening', flush=True)\nn=0\ntry:\n  while True:\n    s.accept(); n+=1\nexcept Exception:\n  pass\nprint('hits', n)"},
+				TimeoutSec: 30}, listening)
 			if err != nil {
 				done <- err.Error()
 				return
 			}
-			done <- strings.TrimSpace(e.Stdout)
+			done <- strings.TrimSpace(strings.TrimPrefix(e.Stdout, "listening\n"))
 		}()
-		time.Sleep(2 * time.Second)
+		select {
+		case <-listening.seen:
+		case got := <-done:
+			t.Fatalf("sandbox b's listener did not start: %q", got)
+		case <-time.After(20 * time.Second):
+			t.Fatal("sandbox b's listener did not start in 20 s")
+		}
 		wantErr(t, "tcp to sandbox b", w.probe(t, a, "tcp", bIP, "8000"))
 		wantErr(t, "udp to sandbox b", w.probe(t, a, "udp", bIP, "8000"))
 		if got := <-done; got != "hits 0" {
@@ -493,7 +505,8 @@ func TestSandboxEgress(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the stream did not open in 20 s")
 		}
-		time.Sleep(500 * time.Millisecond)
+		from := w.ticks.Load()
+		testreq.Eventually(t, 10*time.Second, "the stream to flow (api.test to send 3 more lines)", func() bool { return w.ticks.Load() >= from+3 })
 		started := time.Now()
 		code, body := w.call(t, "PUT", "/v1/sessions/"+a+"/network", `{"mode": "allow_list", "allow": ["other.test"]}`)
 		if code != 200 || !strings.Contains(body, `"allow":["other.test"]`) {

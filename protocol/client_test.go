@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -639,6 +642,39 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// streamBuffer is how many frames protocol.Client queues for one stream
+// before its read loop waits for the stream's reader.
+const streamBuffer = 16
+
+// flood sends 100 frames of payload on stream id in the background, and
+// waits until the host has taken more of them than one stream queues (so
+// the read loop now waits for the stream) or the flood has ended. It
+// returns a channel closed when the flood ends (all sent, or a send gave
+// up).
+func (a *fakeAgent) flood(t *testing.T, id uint32, payload string) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	var sent atomic.Int32
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			if a.send(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: []byte(payload)}) != nil {
+				return
+			}
+			sent.Add(1) // net.Pipe: the host has read the frame
+		}
+	}()
+	testreq.Eventually(t, 5*time.Second, fmt.Sprintf("the host to take more than %d flood frames on stream %d", streamBuffer, id), func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return sent.Load() > streamBuffer
+		}
+	})
+	return done
+}
+
 // An agent that floods a put's stream while the host is busy reading the
 // file fails that put, and must not wedge the connection.
 func TestHostileFloodDuringPut(t *testing.T) {
@@ -649,16 +685,7 @@ func TestHostileFloodDuringPut(t *testing.T) {
 		return c.Put(context.Background(), "f", 0, r)
 	})
 	id, _ := a.expectRequest()
-	flooded := make(chan struct{})
-	go func() {
-		defer close(flooded)
-		for i := 0; i < 100; i++ {
-			if a.send(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: []byte("flood")}) != nil {
-				return
-			}
-		}
-	}()
-	time.Sleep(100 * time.Millisecond)
+	flooded := a.flood(t, id, "flood")
 	close(r.release)
 	if res := wait(t, ch, "put"); res.err == nil {
 		t.Fatal("put succeeded on a flooded stream")
@@ -680,16 +707,20 @@ func TestClientCloseWithStuckWriter(t *testing.T) {
 	a.hello()
 	release := make(chan struct{})
 	defer close(release)
-	w := writerFunc(func(b []byte) (int, error) { <-release; return len(b), nil })
+	stuck := make(chan struct{})
+	var once sync.Once
+	w := writerFunc(func(b []byte) (int, error) {
+		once.Do(func() { close(stuck) })
+		<-release
+		return len(b), nil
+	})
 	p, id := startExec(t, c, a, w, nil)
-	go func() {
-		for i := 0; i < 100; i++ {
-			if a.send(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: []byte("x")}) != nil {
-				return
-			}
-		}
-	}()
-	time.Sleep(100 * time.Millisecond)
+	a.flood(t, id, "x")
+	select {
+	case <-stuck:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the output writer was never called")
+	}
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {

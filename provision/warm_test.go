@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/provision"
@@ -55,16 +56,12 @@ func (h *harness) run(t *testing.T, req airlock.ExecuteRequest) *airlock.Executi
 // waitFor runs req until its sandbox comes from want, or fails.
 func (h *harness) waitFor(t *testing.T, req airlock.ExecuteRequest, want string) *airlock.Execution {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		e := h.run(t, req)
-		if e.StartSource == want {
-			return e
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Fatalf("no execution started from %s within 3 minutes", want)
-	return nil
+	var e *airlock.Execution
+	testreq.Eventually(t, 3*time.Minute, "an execution started from "+want, func() bool {
+		e = h.run(t, req)
+		return e.StartSource == want
+	})
+	return e
 }
 
 // TestRestoredClonesDiffer restores many sandboxes from one base snapshot
@@ -124,16 +121,10 @@ print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), flo
 func TestPoolHandsOutEachMemberOnce(t *testing.T) {
 	h := newHarness(t, "", provision.PoolConfig{Min: 2, Max: 2}, "base/bash")
 	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: `echo $$ $(cat /proc/sys/kernel/random/uuid) > /workspace/mark; ls /workspace`}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if n, _ := h.prov.PoolStats(); n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pool did not fill to 2 within 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testreq.Eventually(t, 2*time.Minute, "the pool to fill to 2", func() bool {
+		n, _ := h.prov.PoolStats()
+		return n == 2
+	})
 	for i := 0; i < 4; i++ {
 		e := h.run(t, req)
 		// A reused sandbox would still hold the mark of the run before.
@@ -183,24 +174,21 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 func TestDestroyPhaseRecorded(t *testing.T) {
 	h := newHarness(t, "", provision.PoolConfig{Disabled: true})
 	e := h.run(t, airlock.ExecuteRequest{Language: airlock.Bash, Code: "true"})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		got, err := h.store.Execution(context.Background(), h.tenant.ID, e.ID)
+	var got *airlock.Execution
+	testreq.Eventually(t, 30*time.Second, "the destroy phase in the record", func() bool {
+		var err error
+		got, err = h.store.Execution(context.Background(), h.tenant.ID, e.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Phases[airlock.PhaseDestroy] > 0 {
-			for _, p := range []string{airlock.PhaseAcquire, airlock.PhaseHandIn, airlock.PhaseRun, airlock.PhaseCollect} {
-				if _, ok := got.Phases[p]; !ok {
-					t.Errorf("phase %s missing from the record: %v", p, got.Phases)
-				}
-			}
-			if got.StartSource != airlock.StartCold {
-				t.Errorf("start %q, want cold", got.StartSource)
-			}
-			return
+		return got.Phases[airlock.PhaseDestroy] > 0
+	})
+	for _, p := range []string{airlock.PhaseAcquire, airlock.PhaseHandIn, airlock.PhaseRun, airlock.PhaseCollect} {
+		if _, ok := got.Phases[p]; !ok {
+			t.Errorf("phase %s missing from the record: %v", p, got.Phases)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("destroy phase never recorded")
+	if got.StartSource != airlock.StartCold {
+		t.Errorf("start %q, want cold", got.StartSource)
+	}
 }

@@ -33,6 +33,14 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v mount >/dev/null || need+=(mount)
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+# For the tests: the agent's tests run the host's interpreters and setsid,
+# and the race detector (go test -race) needs cgo, so a C compiler and
+# the C library's headers.
+command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)
+command -v setsid >/dev/null || need+=(util-linux)
+command -v gcc >/dev/null || need+=(gcc)
+[ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // lockedBuffer is a buffer safe to write from a stream and read meanwhile.
@@ -161,16 +162,15 @@ func TestConcurrentExecs(t *testing.T) {
 		}(i)
 	}
 	// While they run: busy, with n programs listed.
-	deadline := time.Now().Add(1500 * time.Millisecond)
 	var seen *airlock.Session
-	for time.Now().Before(deadline) {
+	testreq.Poll(1500*time.Millisecond, func() bool {
 		got, err := s.a.c.Session(ctx, sess.ID)
 		if err == nil && len(got.Running) == n {
 			seen = got
-			break
+			return true
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	wg.Wait()
 	elapsed := time.Since(start)
 	for i := 0; i < n; i++ {
@@ -207,9 +207,7 @@ func TestSignalExec(t *testing.T) {
 		}, client.ExecStream{Started: func(_ string, pid int) { pids <- pid }, Stdout: &out})
 	}()
 	pid := <-pids
-	for !strings.Contains(out.String(), "ready") {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, "the program to print ready", func() bool { return strings.Contains(out.String(), "ready") })
 	if err := s.a.c.SignalExec(ctx, sess.ID, pid, "SIGTERM"); err != nil {
 		t.Fatal(err)
 	}

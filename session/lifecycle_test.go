@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
@@ -136,13 +137,10 @@ func TestReaper(t *testing.T) {
 		_, err := s.a.c.Exec(ctx, busy.ID, airlock.SessionExecRequest{Shell: "sleep 3"})
 		done <- err
 	}()
-	for {
-		got, _ := s.a.c.Session(ctx, busy.ID)
-		if got.State == airlock.SessionBusy {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, "the session to be busy", func() bool {
+		got, err := s.a.c.Session(ctx, busy.ID)
+		return err == nil && got.State == airlock.SessionBusy
+	})
 	// Nothing is due yet.
 	if n := s.mgr.Reap(ctx); n != 0 {
 		t.Fatalf("reaped %d sessions early", n)
@@ -184,16 +182,11 @@ func TestReaper(t *testing.T) {
 func TestReaperRunsOnItsOwn(t *testing.T) {
 	s := newStack(t, func(c *session.Config) { c.ReapInterval = 100 * time.Millisecond })
 	sess := s.create(s.a, airlock.CreateSessionRequest{Image: "base", TimeoutS: 600, IdleTimeoutS: 1})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(t, 10*time.Second, "the reaper to end the idle session", func() bool {
 		got, err := s.a.c.Session(ctxFor(t, time.Minute), sess.ID)
-		if err == nil && got.State == airlock.SessionDestroyed && got.EndReason == airlock.EndIdle {
-			s.checkClean()
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("an idle session was not reaped")
+		return err == nil && got.State == airlock.SessionDestroyed && got.EndReason == airlock.EndIdle
+	})
+	s.checkClean()
 }
 
 // A restarted server takes back the sessions the previous run left: the
@@ -390,14 +383,5 @@ func killSandbox(t *testing.T, id string) {
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
+	testreq.Eventually(t, timeout, what, cond)
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/airlockhq/airlock/internal/netns"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (network namespaces and nftables)")
+		testreq.Skip(t, "skipped: needs root (network namespaces and nftables)")
 	}
 }
 
@@ -161,12 +162,16 @@ func TestLinkRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	ctr, err := m.Counters(l)
-	if err != nil {
-		t.Fatal(err)
+	// The packets may still be on their way through the link: poll.
+	var ctr map[string]uint64
+	counted := func() bool {
+		var err error
+		if ctr, err = m.Counters(l); err != nil {
+			t.Fatal(err)
+		}
+		return ctr[netns.CounterMetadata] >= 1 && ctr[netns.CounterDropped] >= 2 && ctr[netns.CounterDNS] >= 1 && ctr[netns.CounterTCP] >= 1
 	}
-	if ctr[netns.CounterMetadata] < 1 || ctr[netns.CounterDropped] < 2 || ctr[netns.CounterDNS] < 1 || ctr[netns.CounterTCP] < 1 {
+	if !testreq.Poll(5*time.Second, counted) {
 		t.Errorf("counters %v: want metadata >= 1, dropped >= 2, dns >= 1, tcp >= 1", ctr)
 	}
 	if !strings.HasPrefix(l.HostIf, l.Name) {

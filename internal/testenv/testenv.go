@@ -1,6 +1,8 @@
 // Package testenv gives integration tests what they need from the machine
-// (root, runsc, built images) and skips with a clear reason where the
-// machine lacks it. scripts/test.sh provides all of it, so CI never skips.
+// (root, runsc, built images, backends) and skips with a clear reason where
+// the machine lacks it, through testreq.Skip: with AIRLOCK_TEST_REQUIRE=1
+// (scripts/test.sh sets it) a missing requirement fails the test instead.
+// scripts/test.sh provides all of it, so CI never skips.
 package testenv
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/namespaces"
 )
 
@@ -30,20 +33,36 @@ func StateDir() string {
 	return "/var/lib/airlock"
 }
 
-// RequireRoot skips the test unless it runs as root.
+// RequireRoot skips the test unless it runs as root (see testreq.Skip).
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (runsc, cgroups and mounts); run scripts/test.sh as root")
+		testreq.Skip(t, "skipped: needs root (runsc, cgroups and mounts); run scripts/test.sh as root")
 	}
 }
 
-// RequireRunsc skips unless runsc is on PATH, and returns its path.
+// RequireRunsc skips unless runsc is on PATH (see testreq.Skip), and
+// returns its path.
 func RequireRunsc(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("runsc")
 	if err != nil {
-		t.Skip("skipped: runsc not installed; scripts/setup.sh installs it")
+		testreq.Skip(t, "skipped: runsc not installed; scripts/setup.sh installs it")
+	}
+	return p
+}
+
+// Agent returns the agent binary the images carry, AIRLOCK_TEST_AGENT
+// (scripts/test.sh sets it to bin/airlock-agent), or skips (see
+// testreq.Skip) when it is unset or missing.
+func Agent(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("AIRLOCK_TEST_AGENT")
+	if p == "" {
+		testreq.Skip(t, "skipped: AIRLOCK_TEST_AGENT is not set; scripts/test.sh sets it to the agent the images carry")
+	}
+	if _, err := os.Stat(p); err != nil {
+		testreq.Skipf(t, "skipped: AIRLOCK_TEST_AGENT: %v; scripts/setup.sh builds bin/airlock-agent", err)
 	}
 	return p
 }
@@ -54,17 +73,17 @@ func Images(t testing.TB) *image.Store {
 	t.Helper()
 	s, err := image.NewStore(image.StoreConfig{StateDir: StateDir(), AgentPath: os.Getenv("AIRLOCK_TEST_AGENT")})
 	if err != nil {
-		t.Skipf("skipped: no images in %s (%v); scripts/setup.sh builds them", StateDir(), err)
+		testreq.Skipf(t, "skipped: no images in %s (%v); scripts/setup.sh builds them", StateDir(), err)
 	}
 	return s
 }
 
-// Image resolves a built image by name or skips.
+// Image resolves a built image by name or skips (see testreq.Skip).
 func Image(t testing.TB, name string) *airlock.Image {
 	t.Helper()
 	img, err := Images(t).Resolve(context.Background(), name)
 	if err != nil {
-		t.Skipf("skipped: image %s not built in %s (%v); scripts/setup.sh builds it", name, StateDir(), err)
+		testreq.Skipf(t, "skipped: image %s not built in %s (%v); scripts/setup.sh builds it", name, StateDir(), err)
 	}
 	return img
 }

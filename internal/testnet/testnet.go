@@ -30,6 +30,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/airlockhq/airlock/internal/netns"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // Internet is one test's internet.
@@ -55,11 +56,12 @@ type Internet struct {
 	queries []string
 }
 
-// New builds an internet; it skips the test when not root.
+// New builds an internet; it skips the test when not root (see
+// testreq.Skip).
 func New(t testing.TB) *Internet {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (network namespaces)")
+		testreq.Skip(t, "skipped: needs root (network namespaces)")
 	}
 	var r [3]byte
 	rand.Read(r[:])

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // TestMain runs the Landlock child when TestLandlock starts this binary
@@ -52,7 +54,7 @@ func landlockChild(dirs []string) {
 
 func TestLandlock(t *testing.T) {
 	if LandlockABI() == 0 {
-		t.Skip("skipped: the kernel offers no Landlock")
+		testreq.Skip(t, "skipped: the kernel offers no Landlock (CONFIG_SECURITY_LANDLOCK, and landlock in the lsm= list)")
 	}
 	allowed, other := t.TempDir(), t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
