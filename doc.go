@@ -14,8 +14,11 @@
 // one from a snapshot); Sandbox.Agent runs programs with streamed output,
 // stdin and signals, and moves files, over the agent protocol;
 // WorkspaceDir is the host's view of /workspace; Stats, Stop, Done and
-// Destroy; Reconcile recovers after a restart by ending whatever a
-// crashed server left (sandboxes are not reattached). Whatever the code
+// Destroy; Reconcile recovers after a restart by ending whatever an
+// earlier server left that no Sandbox value of this one holds. A backend
+// whose Capabilities report Reattach (gVisor) runs sandboxes that outlive
+// the server: Reattacher.Reattach takes one back by ID after a restart,
+// Detacher.Detach lets go of one at a clean stop. Whatever the code
 // inside does, a backend guarantees:
 //
 //   - Isolation. The code cannot read or change anything of the host or

@@ -209,6 +209,15 @@ func (a *attachment) reportDrops() int64 {
 // Close cuts every connection, reports the last drops and removes the
 // network. Call it after the sandbox is destroyed.
 func (a *attachment) Close(ctx context.Context) error {
+	a.end("sandbox-ended", true)
+	return a.closeErr
+}
+
+// end stops serving the network once: its connections through the proxy
+// are cut with reason, its last drops reported, and the service forgets
+// it; remove also deletes the namespace, link and rules, else they are
+// left for a later process (see Detach).
+func (a *attachment) end(reason string, remove bool) {
 	a.closeOnce.Do(func() {
 		a.mu.Lock()
 		close(a.closed)
@@ -218,7 +227,7 @@ func (a *attachment) Close(ctx context.Context) error {
 		}
 		a.mu.Unlock()
 		for _, c := range all {
-			c.cut("sandbox-ended")
+			c.cut(reason)
 		}
 		a.reportDrops()
 		a.s.mu.Lock()
@@ -226,9 +235,12 @@ func (a *attachment) Close(ctx context.Context) error {
 			delete(a.s.bySrc, a.link.SandboxIP)
 		}
 		a.s.mu.Unlock()
-		a.closeErr = a.s.nets.Delete(a.link)
+		if remove {
+			a.closeErr = a.s.nets.Delete(a.link)
+		} else {
+			a.s.nets.Forget(a.link)
+		}
 	})
-	return a.closeErr
 }
 
 // Name names the network (its namespace and link), for a later process
@@ -239,24 +251,4 @@ func (a *attachment) Name() string { return a.link.Name }
 // lives on (a clean stop that keeps sessions): its connections through
 // the proxy are cut and this process serves it no more, but the
 // namespace, the link and the rules stay.
-func (a *attachment) Detach() {
-	a.closeOnce.Do(func() {
-		a.mu.Lock()
-		close(a.closed)
-		var all []*proxyConn
-		for c := range a.conns {
-			all = append(all, c)
-		}
-		a.mu.Unlock()
-		for _, c := range all {
-			c.cut("server-restarting")
-		}
-		a.reportDrops()
-		a.s.mu.Lock()
-		if a.s.bySrc[a.link.SandboxIP] == a {
-			delete(a.s.bySrc, a.link.SandboxIP)
-		}
-		a.s.mu.Unlock()
-		a.s.nets.Forget(a.link)
-	})
-}
+func (a *attachment) Detach() { a.end("server-restarting", false) }

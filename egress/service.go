@@ -335,6 +335,11 @@ func (s *Service) Attach(ctx context.Context, req airlock.NetworkRequest) (airlo
 	if err != nil {
 		return nil, fmt.Errorf("egress: make the sandbox network: %w", err)
 	}
+	return s.serve(l, req, pol), nil
+}
+
+// serve starts serving the network l under req and pol.
+func (s *Service) serve(l *netns.Link, req airlock.NetworkRequest, pol *Policy) *attachment {
 	a := &attachment{
 		s:      s,
 		req:    req,
@@ -347,7 +352,7 @@ func (s *Service) Attach(ctx context.Context, req airlock.NetworkRequest) (airlo
 	s.mu.Lock()
 	s.bySrc[l.SandboxIP] = a
 	s.mu.Unlock()
-	return a, nil
+	return a
 }
 
 var _ airlock.NetworkReattacher = (*Service)(nil)
@@ -369,24 +374,15 @@ func (s *Service) ReattachNetwork(ctx context.Context, name string, req airlock.
 	if err != nil {
 		return nil, err
 	}
-	a := &attachment{
-		s:      s,
-		req:    req,
-		link:   l,
-		conns:  map[*proxyConn]struct{}{},
-		names:  map[netip.Addr]string{},
-		closed: make(chan struct{}),
-	}
-	a.policy.Store(pol)
+	a := s.serve(l, req, pol)
 	if ctr, err := s.nets.Counters(l); err == nil {
+		a.mu.Lock()
 		a.drops = map[string]uint64{}
 		for _, k := range dropCounters {
 			a.drops[k] = ctr[k]
 		}
+		a.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.bySrc[l.SandboxIP] = a
-	s.mu.Unlock()
 	return a, nil
 }
 

@@ -126,7 +126,7 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 	size := len(e.members)
 	p.mu.Unlock()
 	p.poke()
-	labels := []string{k.img.Name, string(k.lang)}
+	labels := []string{k.img.Name, k.langLabel()}
 	p.p.metrics.poolSize.WithLabelValues(labels...).Set(float64(size))
 	if got == nil {
 		p.p.metrics.poolMisses.WithLabelValues(labels...).Inc()
@@ -199,7 +199,7 @@ func (p *pool) step(ctx context.Context) {
 			p.p.bg.Add(1)
 			go p.fill(ctx, e)
 		}
-		p.p.metrics.poolSize.WithLabelValues(e.key.img.Name, string(e.key.lang)).Set(float64(len(e.members)))
+		p.p.metrics.poolSize.WithLabelValues(e.key.img.Name, e.key.langLabel()).Set(float64(len(e.members)))
 	}
 	p.p.metrics.poolMemory.Set(float64(p.memory))
 	p.mu.Unlock()
@@ -227,7 +227,7 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 		if st, serr := sb.Stats(ctx); serr == nil {
 			mem = st.MemoryBytes
 		}
-		p.p.metrics.poolReady.WithLabelValues(e.key.img.Name, string(e.key.lang), source).Observe(took)
+		p.p.metrics.poolReady.WithLabelValues(e.key.img.Name, e.key.langLabel(), source).Observe(took)
 	}
 	p.mu.Lock()
 	e.filling--

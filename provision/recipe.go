@@ -75,11 +75,14 @@ func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock
 	return warmKey{backend: b, img: img, lang: lang, limits: l, recipe: r, id: hex.EncodeToString(h.Sum(nil))}, true
 }
 
-// name is a readable, unique directory or label name for the key.
-func (k warmKey) name() string {
-	lang := string(k.lang)
-	if lang == "" {
-		lang = "agent"
+// langLabel is the key's language in names and metric labels: "agent"
+// for a sandbox readied with its agent alone (a session's).
+func (k warmKey) langLabel() string {
+	if k.lang == "" {
+		return "agent"
 	}
-	return fmt.Sprintf("%s-%s-%s", k.img.Name, lang, k.id[:12])
+	return string(k.lang)
 }
+
+// name is a readable, unique directory or label name for the key.
+func (k warmKey) name() string { return fmt.Sprintf("%s-%s-%s", k.img.Name, k.langLabel(), k.id[:12]) }
