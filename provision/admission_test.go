@@ -152,3 +152,24 @@ func TestClaimIsolationAndNetwork(t *testing.T) {
 		t.Errorf("refused claims left usage %+v", u)
 	}
 }
+
+// BenchmarkAdmit is the cost of choosing the backend and taking and
+// giving back a one-shot slot.
+func BenchmarkAdmit(b *testing.B) {
+	p, err := provision.New(provision.Config{
+		Backends: []airlock.Backend{fakeBackend{name: "kernel", caps: airlock.Capabilities{SeparateKernel: true}}},
+		Pool:     provision.PoolConfig{Disabled: true},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tn := &airlock.Tenant{ID: "t"}
+	for b.Loop() {
+		tk, err := p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: tn})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.Cancel()
+	}
+}

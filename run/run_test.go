@@ -67,7 +67,7 @@ type fixture struct {
 	sb     *hostSandbox
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Fatal("no sh on this machine")
@@ -330,5 +330,40 @@ func TestResultSurvivesBusyStore(t *testing.T) {
 	}
 	if rec := f.recorded(t, e); rec.Status != airlock.StatusCompleted || rec.Stdout != "ok\n" || bs.fails != 0 {
 		t.Errorf("record after a busy store: %+v (fails left %d)", rec, bs.fails)
+	}
+}
+
+// BenchmarkRun is the host-side cost of one run without a sandbox
+// kernel: the record (SQLite), the hand-in, the agent starting `true` on
+// this host and reporting its exit, and the result written.
+func BenchmarkRun(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	for b.Loop() {
+		e, err := f.r.Begin(ctx, run.Record{TenantID: f.tenant.ID, Language: airlock.Bash, Code: "true", Backend: "host"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		j := f.job("true", 10*time.Second, 1<<20)
+		j.HandIn = []run.File{{Path: "/tmp/main.sh", Mode: 0o644, Content: "true\n"}}
+		if _, err := f.r.Run(ctx, e, j); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecordOnly is the cost of the record alone: the row written
+// when a run starts and its outcome.
+func BenchmarkRecordOnly(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	for b.Loop() {
+		e, err := f.r.Begin(ctx, run.Record{TenantID: f.tenant.ID, Language: airlock.Bash, Code: "true", Backend: "host"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.r.Fail(ctx, e, errors.New("not run")); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

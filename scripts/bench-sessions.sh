@@ -10,6 +10,7 @@
 #
 #   sudo scripts/bench-sessions.sh
 #   BEFORE=9039b5b N=30 LIVE=20 sudo scripts/bench-sessions.sh
+#   ONLY=restart LIVE=20 sudo scripts/bench-sessions.sh   # the restart section alone
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$REPO/bin"
@@ -21,6 +22,7 @@ PORT="${PORT:-18081}"
 PARENT="airlock-bench-$$"
 WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)"
 ln -s "$STATE/images" "$WORK/images"
+WORKS=("$WORK")
 PID=""
 AIRLOCKD="$BIN/airlockd"
 AGENT="$BIN/airlock-agent"
@@ -35,9 +37,11 @@ cleanup() {
 		start --keep-sessions=false --warm "" --warm-sessions "" --pool-max 0 || true
 		[ -n "$PID" ] && stop
 	fi
-	for m in $(awk -v w="$WORK" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
+	for w in "${WORKS[@]}"; do
+		for m in $(awk -v w="$w" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
+		rm -rf "$w"
+	done
 	for c in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
-	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -77,12 +81,17 @@ if [ -n "${BEFORE:-}" ]; then
 	(cd "$OLD" && CGO_ENABLED=0 go build -trimpath -o "$OLD/bin/" ./cmd/airlockd ./cmd/airlock-agent)
 	"$BIN/airlock" image build --state-dir "$STATE" --agent "$OLD/bin/airlock-agent" python-ds >/dev/null
 	AIRLOCKD="$OLD/bin/airlockd" AGENT="$OLD/bin/airlock-agent"
+	NEW="$WORK"
+	WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)" # a state directory of its own
+	ln -s "$STATE/images" "$WORK/images"
+	WORKS+=("$WORK")
 	start --warm ""
 	bench --concurrency 1 --requests "$N" --duration 30m --warmup 2
 	stop
-	AIRLOCKD="$BIN/airlockd" AGENT="$BIN/airlock-agent"
-	rm -rf "${WORK:?}"/gvisor "$WORK"/airlock.db* "$WORK"/default.key "$WORK"/blobs
+	AIRLOCKD="$BIN/airlockd" AGENT="$BIN/airlock-agent" WORK="$NEW"
 fi
+
+if [ "${ONLY:-}" != restart ]; then # ONLY=restart runs the last section alone
 
 title "after: sessions from the warm pool (defaults; paced at one every 3 s so the pool refills)"
 start --warm ""
@@ -99,8 +108,11 @@ start --warm "" --warm-sessions "" --no-snapshots --pool-max 0
 bench --concurrency 1 --requests "$N" --duration 30m --warmup 2
 stop
 
+fi # ONLY
+
 title "restart with $LIVE live sessions: airlockd start to all of them taken back (SIGKILL, $ROUNDS rounds)"
-start --warm "" --warm-sessions "" --pool-max 0
+RESTART=(--warm "" --warm-sessions "" --pool-max 0 --max-sessions "$((LIVE + 8))" --max-sessions-per-tenant "$LIVE")
+start "${RESTART[@]}"
 ids=()
 for i in $(seq "$LIVE"); do
 	id=$(api "$AIRLOCK_URL/v1/sessions" -d '{"image": "python-ds", "timeout_s": 3600}' | sed -E 's/.*"session_id":"([0-9a-f]+)".*/\1/')
@@ -111,7 +123,7 @@ echo "    $LIVE sessions live; load average $(cut -d' ' -f1 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
 	kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 	t0=$(date +%s%N)
-	start --warm "" --warm-sessions "" --pool-max 0
+	start "${RESTART[@]}"
 	t1=$(date +%s%N)
 	ok=0
 	for id in "${ids[@]}"; do
