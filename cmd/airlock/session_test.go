@@ -16,12 +16,6 @@ import (
 	"github.com/airlockhq/airlock/session"
 )
 
-type refuseExecutor struct{}
-
-func (refuseExecutor) Execute(context.Context, *airlock.Tenant, string, airlock.ExecuteRequest) (*airlock.Execution, error) {
-	return nil, airlock.Errorf(airlock.ENOTIMPLEMENTED, "not here")
-}
-
 // sessionServer runs the real session service (gVisor, SQLite, HTTP) and
 // returns its URL and a tenant's key, or skips.
 func sessionServer(t *testing.T) (string, string) {
