@@ -11,12 +11,14 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/loopdisk"
 )
 
 // Backend runs sandboxes under runsc.
 type Backend struct {
 	cfg     Config
 	cgroups cgroups.Manager
+	disks   *loopdisk.Templates // formatted once per size, copied per sandbox
 
 	mu   sync.Mutex
 	live map[string]*Sandbox
@@ -35,7 +37,10 @@ func New(cfg Config) (*Backend, error) {
 		}
 	}
 	becomeSubreaper()
-	return &Backend{cfg: cfg, cgroups: cgroups.Detect(), live: map[string]*Sandbox{}}, nil
+	return &Backend{
+		cfg: cfg, cgroups: cgroups.Detect(), live: map[string]*Sandbox{},
+		disks: &loopdisk.Templates{Dir: filepath.Join(cfg.StateDir, "disks")},
+	}, nil
 }
 
 // Name is the backend's name in configs and records.

@@ -85,7 +85,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	if err != nil {
 		return err
 	}
-	if err := mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
+	if err := s.b.mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
 		return err
 	}
 	workspace, tmp := filepath.Join(disk, "workspace"), filepath.Join(disk, "tmp")

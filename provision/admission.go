@@ -49,6 +49,7 @@ type admission struct {
 	oneShot  map[string]int // by tenant: holding or waiting
 	sessions map[string]int // by tenant: live
 	live     int            // sessions on the node
+	queued   int            // one-shot runs waiting for a slot
 	closed   bool
 }
 
@@ -90,20 +91,38 @@ func (a *admission) admit(ctx context.Context, kind Kind, tenantID string, force
 		return airlock.Problem(airlock.ERATELIMITED, ProblemTenantBusy,
 			"the tenant already runs or waits for %d one-shot executions, its share of this node's %d slots; retry when one has finished", n, a.cfg.OneShot).RetryLater(oneShotRetry)
 	}
-	a.oneShot[tenantID]++
-	a.mu.Unlock()
-	if force {
+	select {
+	case a.slots <- struct{}{}: // a free slot: no queue
+		a.oneShot[tenantID]++
+		a.mu.Unlock()
 		return nil
+	default:
+	}
+	if a.queued >= a.cfg.MaxQueue {
+		a.mu.Unlock()
+		return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy,
+			"all %d execution slots of this node are busy and %d requests wait already; retry later", a.cfg.OneShot, a.cfg.MaxQueue).RetryLater(oneShotRetry)
+	}
+	a.oneShot[tenantID]++
+	a.queued++
+	a.mu.Unlock()
+	unqueue := func() {
+		a.mu.Lock()
+		a.queued--
+		a.mu.Unlock()
 	}
 	t := time.NewTimer(a.cfg.QueueTimeout)
 	defer t.Stop()
 	select {
 	case a.slots <- struct{}{}:
+		unqueue()
 		return nil
 	case <-t.C:
+		unqueue()
 		a.drop(kind, tenantID, false)
 		return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy, "all %d execution slots of this node are busy; retry later", a.cfg.OneShot).RetryLater(oneShotRetry)
 	case <-ctx.Done():
+		unqueue()
 		a.drop(kind, tenantID, false)
 		return ctx.Err()
 	}

@@ -3,6 +3,7 @@ package provision
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,12 @@ type Config struct {
 	Recipes map[string]map[airlock.Language]Recipe
 	// Pool sizes the warm pool.
 	Pool PoolConfig
+	// MaxStarts bounds the sandboxes being made at once on the node
+	// (restores and boots, for requests and pool fills alike); the number
+	// of CPUs if zero. A request that misses the pool while all are busy
+	// waits for the next pool member or a free start, whichever comes
+	// first, instead of starting one more that would slow every other.
+	MaxStarts int
 
 	// Egress gives sandboxes that ask for a network their namespace; nil
 	// refuses such requests (network-unavailable).
@@ -47,6 +54,10 @@ type Admission struct {
 	// node-busy problem.
 	OneShot      int
 	QueueTimeout time.Duration
+	// MaxQueue bounds the one-shot runs waiting for a slot (4 times
+	// OneShot); past it a request is refused at once with a 503 node-busy
+	// problem and Retry-After, instead of waiting to time out.
+	MaxQueue int
 	// OneShotTenantShare is the share of the one-shot slots one tenant
 	// may hold or wait for at once (0.75, at least one slot): a tenant
 	// past it gets a 429 tenant-busy problem at once, so one tenant
@@ -64,6 +75,9 @@ func (a *Admission) defaults() error {
 	}
 	if a.QueueTimeout <= 0 {
 		a.QueueTimeout = 30 * time.Second
+	}
+	if a.MaxQueue <= 0 {
+		a.MaxQueue = 4 * a.OneShot
 	}
 	if a.OneShotTenantShare == 0 {
 		a.OneShotTenantShare = 0.75
@@ -108,6 +122,9 @@ func (c *Config) Validate() error {
 		c.Recipes = DefaultRecipes()
 	}
 	c.Pool.defaults()
+	if c.MaxStarts <= 0 {
+		c.MaxStarts = runtime.NumCPU()
+	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}

@@ -41,9 +41,7 @@ func (l *Lease) AcquireTime() time.Duration { return l.acquire }
 func (l *Lease) Release(destroyed func(time.Duration)) {
 	l.once.Do(func() {
 		l.ticket.Cancel()
-		start := time.Now()
-		l.p.destroyLater(l.sb, func(err error) {
-			took := time.Since(start)
+		l.p.destroyLater(l.sb, func(err error, took time.Duration) {
 			if err == nil {
 				l.p.metrics.destroy.WithLabelValues(l.source).Observe(took.Seconds())
 				if destroyed != nil {

@@ -70,6 +70,10 @@ type poolEntry struct {
 	filling   int
 	arrivals  []time.Time // within RateWindow, oldest first
 	replenish float64     // EWMA of seconds to ready a member
+	// waiters are requests that missed and wait for the next member
+	// rather than make one of their own (see Provisioner.sandboxFor),
+	// oldest first.
+	waiters []chan airlock.Sandbox
 }
 
 // pool keeps ready sandboxes per warm key. A member is handed to exactly
@@ -216,9 +220,44 @@ func (p *pool) estimate(e *poolEntry) int64 {
 	return 64 << 20
 }
 
-// fill readies one member of e.
+// wait registers a request that missed k: the next member readied for k
+// is sent on the returned channel (buffered), unless cancel is called
+// first; cancel returns the member if one was sent meanwhile. ok is false
+// when the pool is off.
+func (p *pool) wait(k warmKey) (ch chan airlock.Sandbox, cancel func() airlock.Sandbox, ok bool) {
+	if p.cfg.Disabled {
+		return nil, nil, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entry(k)
+	ch = make(chan airlock.Sandbox, 1)
+	e.waiters = append(e.waiters, ch)
+	cancel = func() airlock.Sandbox {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for i, w := range e.waiters {
+			if w == ch {
+				e.waiters = append(e.waiters[:i:i], e.waiters[i+1:]...)
+				return nil
+			}
+		}
+		// Already handed a member: the caller gets it.
+		return <-ch
+	}
+	return ch, cancel, true
+}
+
+// fill readies one member of e, as one of the node's starts.
 func (p *pool) fill(ctx context.Context, e *poolEntry) {
 	defer p.p.bg.Done()
+	if !p.p.startSlot(ctx) {
+		p.mu.Lock()
+		e.filling--
+		p.filling--
+		p.mu.Unlock()
+		return
+	}
 	start := time.Now()
 	sb, source, err := p.p.ready(ctx, e.key, "pool-"+airlock.NewID()[:16])
 	took := time.Since(start).Seconds()
@@ -238,13 +277,22 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 		} else {
 			e.replenish = 0.8*e.replenish + 0.2*took
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && len(e.waiters) > 0 {
+			// A request waits for exactly this: hand it over.
+			w := e.waiters[0]
+			e.waiters = e.waiters[1:]
+			w <- sb
+			sb = nil
+		} else if ctx.Err() == nil {
 			e.members = append(e.members, &member{sb: sb, born: time.Now(), memory: mem})
 			p.memory += mem
 			sb = nil
 		}
 	}
 	p.mu.Unlock()
+	// The start is given back once the member is placed: a request waiting
+	// for one gets it rather than racing to make another.
+	p.p.endStart()
 	if err != nil {
 		if ctx.Err() == nil {
 			p.p.cfg.Logger.Error("pool: could not ready a sandbox", "key", e.key.name(), "err", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -18,6 +19,8 @@ type Provisioner struct {
 	snaps     *snapshots // nil when no backend can snapshot or SnapshotDir is empty
 	pool      *pool
 	buildSlot chan struct{}
+	starts    chan struct{} // sandboxes being made now (MaxStarts)
+	destroys  chan struct{} // sandboxes being destroyed in the background now
 
 	// Background work (pool fills, snapshot builds, destroys) runs under
 	// bgCtx and is waited for by Close.
@@ -41,6 +44,8 @@ func New(cfg Config) (*Provisioner, error) {
 		admission: newAdmission(cfg.Admission),
 		metrics:   newMetrics(cfg.Metrics),
 		buildSlot: make(chan struct{}, 1),
+		starts:    make(chan struct{}, cfg.MaxStarts),
+		destroys:  make(chan struct{}, cfg.MaxStarts),
 	}
 	p.bgCtx, p.bgCancel = context.WithCancel(context.Background())
 	if cfg.SnapshotDir != "" {
@@ -77,8 +82,8 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	p.mu.Unlock()
 	keep := map[string]bool{}
 	for _, k := range warm {
-		keep[k.name()] = true
-		if p.snaps != nil {
+		if p.snaps != nil && k.restores() {
+			keep[k.name()] = true
 			p.snaps.get(k)
 		}
 		if !p.cfg.Pool.Disabled {
@@ -97,17 +102,22 @@ func (p *Provisioner) Start(ctx context.Context) error {
 }
 
 // Warm registers an image readied for a language under limits, before
-// any request asks: its base snapshot is built and pool members are kept
-// ready from Start on. language "" readies the agent alone (sessions).
-// Only the default backend's sandboxes are kept warm.
+// any request asks: its base snapshot is built (where its recipe
+// restores) and pool members are kept ready from Start on, for the
+// recipe and each of its flavours. language "" readies the agent alone
+// (sessions). Only the default backend's sandboxes are kept warm.
 func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits airlock.Limits) {
-	k, ok := p.keyFor(p.cfg.Backends[0], img, language, limits)
-	if !ok {
-		return
+	flavours := []string{""}
+	for f := range p.cfg.Recipes[img.Name][language].Flavours {
+		flavours = append(flavours, f)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.warm = append(p.warm, k)
+	for _, f := range flavours {
+		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits); ok {
+			p.warm = append(p.warm, k)
+		}
+	}
 }
 
 // Close refuses new admissions, stops the pool, destroys its members and
@@ -155,18 +165,37 @@ func (p *Provisioner) Reconcile(ctx context.Context) ([]string, error) {
 	return all, nil
 }
 
-// destroyLater destroys a sandbox in the background; done, if not nil,
-// gets the error.
-func (p *Provisioner) destroyLater(sb airlock.Sandbox, done func(error)) {
+// startSlot takes one of the node's starts, waiting for one; false if
+// ctx ended first.
+func (p *Provisioner) startSlot(ctx context.Context) bool {
+	select {
+	case p.starts <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// endStart gives a start back.
+func (p *Provisioner) endStart() { <-p.starts }
+
+// destroyLater destroys a sandbox in the background, at most MaxStarts at
+// once so that destroys never take the CPUs from runs (a used sandbox is
+// stopped already: waiting costs only its memory for a moment); done, if
+// not nil, gets the error.
+func (p *Provisioner) destroyLater(sb airlock.Sandbox, done func(error, time.Duration)) {
 	p.bg.Add(1)
 	go func() {
 		defer p.bg.Done()
+		p.destroys <- struct{}{}
+		defer func() { <-p.destroys }()
+		start := time.Now()
 		err := sb.Destroy(context.Background())
 		if err != nil {
 			p.cfg.Logger.Error("destroy sandbox", "sandbox", sb.ID(), "err", err)
 		}
 		if done != nil {
-			done(err)
+			done(err, time.Since(start))
 		}
 	}()
 }

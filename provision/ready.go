@@ -10,10 +10,45 @@ import (
 // sandboxFor gets a sandbox of a warm key: a ready pool member, else one
 // restored from the base snapshot, else a cold boot (whose runtime is not
 // readied: the program then starts as it would anywhere).
+//
+// A miss waits for whichever comes first: the next pool member readied
+// for k, or one of the node's starts (MaxStarts) to make its own. Under
+// load that queues requests for ready sandboxes instead of piling up
+// restores that starve each other.
 func (p *Provisioner) sandboxFor(ctx context.Context, k warmKey, id string, labels map[string]string) (airlock.Sandbox, string, error) {
 	if sb := p.pool.take(k); sb != nil {
 		return sb, airlock.StartPool, nil
 	}
+	member, cancel, waiting := p.pool.wait(k)
+	if !waiting {
+		if !p.startSlot(ctx) {
+			return nil, "", ctx.Err()
+		}
+		defer p.endStart()
+		return p.make(ctx, k, id, labels)
+	}
+	select {
+	case sb := <-member:
+		return sb, airlock.StartPool, nil
+	case p.starts <- struct{}{}:
+		if sb := cancel(); sb != nil { // a member came at the same moment
+			p.endStart()
+			return sb, airlock.StartPool, nil
+		}
+		defer p.endStart()
+		return p.make(ctx, k, id, labels)
+	case <-ctx.Done():
+		if sb := cancel(); sb != nil {
+			p.destroyLater(sb, nil)
+		}
+		return nil, "", ctx.Err()
+	}
+}
+
+// make makes a sandbox of k for a request: restored from the base
+// snapshot where the recipe restores, else booted (without readying the
+// runtime: the program then starts as it would anywhere).
+func (p *Provisioner) make(ctx context.Context, k warmKey, id string, labels map[string]string) (airlock.Sandbox, string, error) {
 	if sb, err := p.restore(ctx, k, id, labels); err == nil && sb != nil {
 		return sb, airlock.StartRestore, nil
 	}
@@ -28,7 +63,7 @@ func (p *Provisioner) sandboxFor(ctx context.Context, k warmKey, id string, labe
 // there is no snapshot (yet). A snapshot that fails to restore is
 // discarded and rebuilt.
 func (p *Provisioner) restore(ctx context.Context, k warmKey, id string, labels map[string]string) (airlock.Sandbox, error) {
-	if p.snaps == nil {
+	if p.snaps == nil || !k.restores() {
 		return nil, nil
 	}
 	dir := p.snaps.get(k)

@@ -97,8 +97,12 @@ type Spec struct {
 	// runtime, see Recipe); "" for none (a session's sandbox, which runs
 	// whatever it is asked to).
 	Language airlock.Language
-	Limits   airlock.Limits
-	Labels   map[string]string
+	// Flavour picks a lighter variant of the language's recipe when the
+	// image has it (FlavourLight); "" or an unknown one is the recipe
+	// itself.
+	Flavour string
+	Limits  airlock.Limits
+	Labels  map[string]string
 	// Network, when set, gives the sandbox a network under this request
 	// (made by the node's egress and removed with the sandbox). The claim
 	// must have asked for one.
@@ -126,7 +130,7 @@ func (p *Provisioner) sandbox(ctx context.Context, b airlock.Backend, s Spec) (a
 	if s.Network != nil {
 		return p.sandboxWithNetwork(ctx, b, s)
 	}
-	if k, ok := p.keyFor(b, s.Image, s.Language, s.Limits); ok {
+	if k, ok := p.keyFor(b, s.Image, s.Language, s.Flavour, s.Limits); ok {
 		return p.sandboxFor(ctx, k, s.ID, s.Labels)
 	}
 	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: s.Labels})

@@ -11,7 +11,8 @@ import (
 )
 
 // Sessions get their sandboxes the way one-shot runs do: from the warm
-// pool, a restore of the base snapshot, or a boot; and their execs and
+// pool, else made (booted: an agent alone boots faster than it restores);
+// and their execs and
 // cells are recorded with the backend, how the sandbox was obtained, and
 // the phases.
 func TestSessionsStartWarm(t *testing.T) {
@@ -56,11 +57,15 @@ func TestSessionsStartWarm(t *testing.T) {
 	if got, _ := s.a.c.Execution(ctx, e.ID); got.Phases[airlock.PhaseHandIn] <= 0 || got.Language != airlock.Bash {
 		t.Errorf("the exec's record: %+v", got)
 	}
-	// The next session is not booted cold either: the pool refills from
-	// the base snapshot, or the snapshot is restored on demand.
-	next := s.create(s.a, airlock.CreateSessionRequest{Image: "base"})
-	if next.StartSource == airlock.StartCold {
-		t.Errorf("a second session booted cold with a base snapshot at hand")
+	// The pool refills, and the next session comes from it again. (A
+	// session's sandbox holds only its agent, which boots faster than a
+	// snapshot of it restores: on a miss it boots; see BENCHMARKS.md.)
+	waitFor(t, 3*time.Minute, "the pool to refill", func() bool {
+		n, _ := s.Provisioner.PoolStats()
+		return n >= 1
+	})
+	if next := s.create(s.a, airlock.CreateSessionRequest{Image: "base"}); next.StartSource != airlock.StartPool {
+		t.Errorf("the next session started %s with a ready pool member", next.StartSource)
 	}
 }
 
