@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -274,6 +275,12 @@ func (h *procStream) takenOver() {
 
 // exec starts a program and streams its output until it ends.
 func (s *server) exec(stream uint32, req *protocol.ExecRequest) {
+	for _, f := range req.Files {
+		if err := s.writeWhole(f); err != nil {
+			s.sendError(stream, errCode(err), fmt.Errorf("hand in %s: %w", f.Path, err))
+			return
+		}
+	}
 	if w := s.takeWarm(req); w != nil && s.execWarm(stream, req, w) {
 		return
 	}

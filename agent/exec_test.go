@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -393,5 +394,35 @@ func TestExecPIDAndHealth(t *testing.T) {
 	r.wait(5 * time.Second)
 	if hl := h.healthy(); hl.Processes != 0 {
 		t.Fatalf("health %+v, want no processes", hl)
+	}
+}
+
+// Files handed in with an exec are written before the program starts, as
+// a put writes them: never through a symlink.
+func TestExecInlineFiles(t *testing.T) {
+	h := start(t)
+	r := h.exec(protocol.ExecRequest{
+		Argv:  []string{"/bin/sh", "-c", "cat code.sh; stat -c %a code.sh; sh code.sh"},
+		Files: []protocol.InlineFile{{Path: "code.sh", Mode: 0o600, Data: []byte("echo from the file\n")}},
+	})
+	if st := r.wait(10 * time.Second); st.Code != 0 || r.stdout.String() != "echo from the file\n600\nfrom the file\n" {
+		t.Fatalf("exit %+v stdout %q stderr %q", st, r.stdout.String(), r.stderr.String())
+	}
+	target := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(target, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(h.ws, "link.sh")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.c.Exec(h.ctx(5*time.Second), protocol.ExecRequest{
+		Argv: []string{"true"}, Files: []protocol.InlineFile{{Path: "link.sh", Data: []byte("x")}},
+	}, nil, nil)
+	var re *protocol.RemoteError
+	if !errors.As(err, &re) || re.Code != "refused" {
+		t.Fatalf("a hand-in through a symlink: %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "host" {
+		t.Fatalf("the host file was written through the link: %q", b)
 	}
 }

@@ -92,6 +92,48 @@ func (s *server) put(stream uint32, p string, mode uint32) {
 	s.setHandler(stream, &putHandler{s: s, stream: stream, dir: dir, tmp: tmp, name: name})
 }
 
+// writeWhole writes a whole small file as put does: a new file in the
+// directory, renamed over the name, never written through a link.
+func (s *server) writeWhole(f protocol.InlineFile) error {
+	dir, name, err := s.walk(f.Path, true)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if name == "" {
+		return errors.New("cannot write a root directory")
+	}
+	if fi, err := lstatAt(dir, name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return refused("%s is a symlink", f.Path)
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmpName := ".airlock-put-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(int(dir.Fd()), tmpName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: f.Path, Err: err}
+	}
+	tmp := os.NewFile(uintptr(fd), tmpName)
+	mode := f.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	tmp.Chmod(fs.FileMode(mode) & fs.ModePerm)
+	_, err = tmp.Write(f.Data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if err = unix.Renameat(int(dir.Fd()), tmpName, int(dir.Fd()), name); err != nil {
+			err = &fs.PathError{Op: "rename", Path: name, Err: err}
+		}
+	}
+	if err != nil {
+		unix.Unlinkat(int(dir.Fd()), tmpName, 0)
+	}
+	return err
+}
+
 func (h *putHandler) frame(f protocol.Frame) {
 	if h.failed {
 		if f.Type == protocol.TDataEnd || f.Type == protocol.TError {

@@ -132,7 +132,26 @@ type ExecRequest struct {
 	// ID), reported back by OpProcesses so that a host that reconnects
 	// knows which program is which: 0 to 64 of [A-Za-z0-9_-].
 	Tag string `json:"tag,omitempty"`
+	// Files are written (as by a put: a new file renamed into place,
+	// never through a link) before the program starts: the code of a
+	// one-shot run, handed in with the exec in one round trip. At most
+	// MaxInlineFiles files and MaxInlineBytes in all.
+	Files []InlineFile `json:"files,omitempty"`
 }
+
+// InlineFile is a small file handed in with an exec.
+type InlineFile struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode,omitempty"` // permission bits; 0644 if 0
+	Data []byte `json:"data"`
+}
+
+// Bounds of the files handed in with an exec: the request, base64 and
+// all, stays well inside one frame.
+const (
+	MaxInlineFiles = 8
+	MaxInlineBytes = 96 << 10
+)
 
 // Validate bounds an exec request.
 func (e *ExecRequest) Validate() error {
@@ -163,6 +182,22 @@ func (e *ExecRequest) Validate() error {
 	}
 	if e.Tag != "" && !validContextID(e.Tag) {
 		return fmt.Errorf("bad tag")
+	}
+	if len(e.Files) > MaxInlineFiles {
+		return fmt.Errorf("too many inline files")
+	}
+	inline := 0
+	for _, f := range e.Files {
+		if _, _, err := CleanPath(f.Path); err != nil {
+			return fmt.Errorf("inline file: %w", err)
+		}
+		if f.Mode&^0o777 != 0 {
+			return fmt.Errorf("inline file mode %o", f.Mode)
+		}
+		inline += len(f.Data)
+	}
+	if inline > MaxInlineBytes {
+		return fmt.Errorf("inline files too large")
 	}
 	if e.RetainBytes < 0 || e.RetainBytes > MaxRetainBytes {
 		return fmt.Errorf("retain_bytes %d out of range", e.RetainBytes)

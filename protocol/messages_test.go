@@ -149,6 +149,11 @@ func TestDecode(t *testing.T) {
 		{"ExecRequest", "retain max", `{"argv":["a"],"retain_bytes":16777216}`, true},
 		{"ExecRequest", "retain too much", `{"argv":["a"],"retain_bytes":16777217}`, false},
 		{"ExecRequest", "retain negative", `{"argv":["a"],"retain_bytes":-1}`, false},
+		{"ExecRequest", "inline file", `{"argv":["a"],"files":[{"path":"/tmp/.airlock/main.py","mode":420,"data":"cHJpbnQoMSk="}]}`, true},
+		{"ExecRequest", "inline file outside", `{"argv":["a"],"files":[{"path":"../etc/passwd","data":""}]}`, false},
+		{"ExecRequest", "inline file bad mode", `{"argv":["a"],"files":[{"path":"x","mode":2048,"data":""}]}`, false},
+		{"ExecRequest", "tag", `{"argv":["a"],"tag":"0123abcd"}`, true},
+		{"ExecRequest", "bad tag", `{"argv":["a"],"tag":"a/b"}`, false},
 
 		// ExitStatus
 		{"ExitStatus", "zero", `{"code":0}`, true},

@@ -67,19 +67,22 @@ func (h *harness) waitFor(t *testing.T, req airlock.ExecuteRequest, want string)
 // TestRestoredClonesDiffer restores many sandboxes from one base snapshot
 // and checks that everything random in them differs.
 func TestRestoredClonesDiffer(t *testing.T) {
-	h := newHarness(t, "", provision.PoolConfig{Disabled: true}, "python-ds/python", "base/node")
+	h := newHarness(t, "", provision.PoolConfig{Disabled: true}, "python-ds/python")
 	cases := []struct {
-		lang airlock.Language
+		name string
 		code string
 	}{
-		{airlock.Python, `import json, random, uuid, secrets, numpy
+		// The data-science Python (the code imports numpy) and the light
+		// one (it imports nothing heavy): two snapshots of python-ds.
+		{"data-science", `import json, random, uuid, secrets, numpy
 import ssl
 print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), float(numpy.random.rand()), ssl.RAND_bytes(16).hex(), random.SystemRandom().random()]))`},
-		{airlock.Node, `const c = require('crypto'); console.log(JSON.stringify([Math.random(), Math.random(), c.randomUUID(), c.randomBytes(16).toString('hex')]))`},
+		{"light", `import json, random, uuid, secrets, ssl
+print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), ssl.RAND_bytes(16).hex(), random.SystemRandom().random()]))`},
 	}
 	for _, c := range cases {
-		t.Run(string(c.lang), func(t *testing.T) {
-			req := airlock.ExecuteRequest{Language: c.lang, Code: c.code}
+		t.Run(c.name, func(t *testing.T) {
+			req := airlock.ExecuteRequest{Language: airlock.Python, Code: c.code}
 			first := h.waitFor(t, req, airlock.StartRestore)
 			outs := []string{first.Stdout}
 			var mu sync.Mutex
@@ -146,9 +149,9 @@ func TestPoolHandsOutEachMemberOnce(t *testing.T) {
 // still succeed (cold) and the snapshot is rebuilt.
 func TestCorruptSnapshotFallsBack(t *testing.T) {
 	snapDir := filepath.Join(t.TempDir(), "snapshots")
-	req := airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo ok"}
+	req := airlock.ExecuteRequest{Language: airlock.Python, Image: "base", Code: "print('ok')"}
 	func() {
-		h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/bash")
+		h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/python")
 		h.waitFor(t, req, airlock.StartRestore)
 	}()
 	entries, err := os.ReadDir(snapDir)
@@ -159,7 +162,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	if err := os.WriteFile(pages, []byte("corrupt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/bash")
+	h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/python")
 	e := h.run(t, req)
 	if e.Status != airlock.StatusCompleted || e.Stdout != "ok\n" {
 		t.Fatalf("request with a corrupt snapshot: %+v", e)

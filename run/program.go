@@ -217,12 +217,26 @@ func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execu
 		}
 		return p, e.CreatedAt, nil
 	}
+	// Small files go in with the exec (one round trip); larger ones are
+	// put first.
+	var inline []protocol.InlineFile
+	size := 0
 	for _, f := range job.HandIn {
-		if _, err := agent.Put(ctx, f.Path, f.Mode, strings.NewReader(f.Content)); err != nil {
-			return nil, time.Time{}, fmt.Errorf("hand in %s: %w", f.Path, err)
+		size += len(f.Content)
+	}
+	if len(job.HandIn) <= protocol.MaxInlineFiles && size <= protocol.MaxInlineBytes {
+		for _, f := range job.HandIn {
+			inline = append(inline, protocol.InlineFile{Path: f.Path, Mode: f.Mode, Data: []byte(f.Content)})
+		}
+	} else {
+		for _, f := range job.HandIn {
+			if _, err := agent.Put(ctx, f.Path, f.Mode, strings.NewReader(f.Content)); err != nil {
+				return nil, time.Time{}, fmt.Errorf("hand in %s: %w", f.Path, err)
+			}
 		}
 	}
 	req := protocol.ExecRequest{
+		Files:            inline,
 		Argv:             pr.Argv,
 		Env:              pr.Env,
 		Cwd:              pr.Cwd,

@@ -266,7 +266,7 @@ func TestHandInFails(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Type != run.ProblemSandboxFailed {
 		t.Fatalf("got %v", err)
 	}
-	if rec := f.recorded(t, e); rec.Status != airlock.StatusFailed || !strings.Contains(rec.Error, "hand in") {
+	if rec := f.recorded(t, e); rec.Status != airlock.StatusFailed || !strings.Contains(rec.Error, "../outside") {
 		t.Errorf("record: %+v", rec)
 	}
 }

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Runs the execution benchmarks of BENCHMARKS.md in one go, on this
-# machine only (every request goes to 127.0.0.1), and prints the figures:
-# the floor (chroot), a bare `runsc run`, and airlockd cold, restoring on
-# demand and with the warm pool; sustained throughput with a CPU split;
-# memory per idle pool member. Needs root and what scripts/setup.sh builds.
+# machine only (every request goes to 127.0.0.1), and prints the table:
+# the baselines (host python3, chroot, a bare `runsc run` one at a time
+# and several at once) and airlockd paced, on a pool miss, sustained at
+# 4 (print) and 2 (chart) at once, under overload, and its saturation
+# curve; for each airlockd series the host CPU-seconds per execution.
+# Needs root and what scripts/setup.sh builds.
 #
-#   sudo scripts/bench.sh                 # everything (about 12 minutes)
-#   N=50 SUSTAIN=60s sudo scripts/bench.sh  # shorter
-#   ONLY=sustain SUSTAIN=60s sudo scripts/bench.sh  # the sustained run alone
+#   sudo scripts/bench.sh                      # everything (about 15 minutes)
+#   N=20 SUSTAIN=30s STEP=15s sudo scripts/bench.sh   # shorter
+#   ONLY=sustain sudo scripts/bench.sh         # the sustained series alone
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$REPO/bin"
 STATE="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
-N="${N:-100}"            # requests per print(1) series
-NCHART="${NCHART:-30}"   # requests per chart series
-SUSTAIN="${SUSTAIN:-5m}" # sustained-throughput run
+N="${N:-40}"              # requests per one-at-a-time series
+NCHART="${NCHART:-20}"    # requests per chart series
+SUSTAIN="${SUSTAIN:-60s}" # each sustained series
+STEP="${STEP:-30s}"       # each step of the saturation curve
 PORT="${PORT:-18080}"
 PARENT="airlock-bench-$$"
 WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)"
@@ -32,7 +35,7 @@ trap cleanup EXIT
 
 start() { # flags...
 	"$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
-		--cgroup-parent "$PARENT" --log-level warn --debug-listen 127.0.0.1:16060 "$@" >>"$WORK/airlockd.log" 2>&1 &
+		--cgroup-parent "$PARENT" --log-level warn --tenant-share 1 --warm-sessions "" "$@" >>"$WORK/airlockd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 300); do
 		curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break
@@ -41,53 +44,109 @@ start() { # flags...
 	export AIRLOCK_URL="http://127.0.0.1:$PORT" AIRLOCK_API_KEY="$(cat "$WORK/default.key")"
 }
 stop() { kill "$PID"; wait "$PID" || true; PID=""; }
-metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 && v == "" {v = $2} END {print v}'; }
+metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 && v == "" {v = $2} END {print v+0}'; }
+metricsum() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 {v += $2} END {print v+0}'; }
 waitmetric() { # name minimum
-	for _ in $(seq 600); do
+	for _ in $(seq 900); do
 		v="$(metric "$1")"
-		[ -n "$v" ] && awk -v v="$v" -v m="$2" 'BEGIN{exit !(v >= m)}' && return 0
+		awk -v v="$v" -v m="$2" 'BEGIN{exit !(v >= m)}' && return 0
 		sleep 0.5
 	done
 	echo "timed out waiting for $1 >= $2" >&2
 	return 1
 }
 title() { printf '\n### %s\n' "$*"; }
-bench() { "$BIN/airlock" bench "$@" | sed 's/^/    /'; }
 baseline() { "$BIN/airlock" baseline --state-dir "$STATE" "$@" | sed 's/^/    /'; }
 
+# CPU accounting, in nanoseconds: the whole machine's busy time, the
+# sandboxes' cgroups, and airlockd itself (its runsc commands are in the
+# machine's total).
+busy() { awk '/^cpu / {printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e7}' /proc/stat; }
+sandboxes() {
+	if [ -f "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage" ]; then cat "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage"
+	elif [ -f "/sys/fs/cgroup/$PARENT/cpu.stat" ]; then awk '/usage_usec/ {print $2 * 1000}' "/sys/fs/cgroup/$PARENT/cpu.stat"
+	else echo 0; fi
+}
+daemon() { awk '{printf "%.0f\n", ($14 + $15 + $16 + $17) * 1e7}' "/proc/$PID/stat"; }
+
+# bench ARGS...: airlock bench, with the pool misses and the CPU-seconds
+# per execution of the series.
+bench() {
+	local m0 s0 d0 h0 out
+	m0=$(busy); s0=$(sandboxes); d0=$(daemon); h0=$(metricsum airlock_pool_misses_total)
+	out=$("$BIN/airlock" bench --json "$@")
+	echo "$out" | awk -v m0="$m0" -v m1="$(busy)" -v s0="$s0" -v s1="$(sandboxes)" -v d0="$d0" -v d1="$(daemon)" \
+		-v h0="$h0" -v h1="$(metricsum airlock_pool_misses_total)" '
+		/"requests"/ {gsub(/[^0-9]/, "", $2); req = $2}
+		/"ok"/ {gsub(/[^0-9]/, "", $2); ok = $2}
+		/"errors"/ {gsub(/[^0-9]/, "", $2); errs = $2}
+		/"api_errors"/ {api = $0}
+		/"throughput_per_min"/ {gsub(/[^0-9.]/, "", $2); tpm = $2}
+		/"p50"/ {gsub(/[^0-9.]/, "", $2); p50 = $2}
+		/"p99"/ {gsub(/[^0-9.]/, "", $2); p99 = $2}
+		END {
+			n = ok > 0 ? ok : 1
+			printf "    %d requests, %d ok, %d errors, %.0f/min, p50 %.1f ms, p99 %.1f ms, pool misses %d\n", req, ok, errs, tpm, p50, p99, h1 - h0
+			printf "    CPU per execution: %.3f s in all (machine), of which sandboxes %.3f s, airlockd %.3f s\n", (m1 - m0) / n / 1e9, (s1 - s0) / n / 1e9, (d1 - d0) / n / 1e9
+		}'
+}
+
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "runsc: $(sha256sum "$(command -v runsc)" | cut -c1-12) (sha256 of the binary)"
+echo "runsc: $(sha256sum "$(command -v runsc)" | cut -c1-12) (sha256 of the binary); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-if [ "${ONLY:-}" != sustain ]; then # ONLY=sustain runs the last section alone
+if [ "${ONLY:-}" != sustain ]; then # ONLY=sustain runs the sustained series alone
 
-title "floor: chroot IMAGE python3 (no isolation)"
+title "host python3 -c 'print(1)' (no sandbox, no chroot)"
+python3 - <<'PY' | sed 's/^/    /'
+import subprocess, time, statistics
+d = []
+for _ in range(20):
+    t = time.perf_counter(); subprocess.run(["python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True); d.append((time.perf_counter() - t) * 1000)
+d.sort(); print(f"20 runs: p50 {statistics.median(d):.1f} ms, max {d[-1]:.1f} ms")
+PY
+
+title "floor: chroot IMAGE python3 (no isolation), one at a time"
 baseline --kind chroot --code 'print(1)' --requests "$N"
 baseline --kind chroot --code "$CHART" --requests "$NCHART"
 
-title "bare runsc run of the same image"
+title "bare runsc run of the same image, one at a time"
 baseline --kind runsc --code 'print(1)' --requests "$N"
 baseline --kind runsc --code "$CHART" --requests "$NCHART"
 
-title "airlockd, cold: no snapshots, no pool (every sandbox boots)"
-start --no-snapshots --pool-max 0 --warm ""
-bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --warmup 3
-bench --code "$CHART" --concurrency 1 --requests "$NCHART" --duration 30m --warmup 1
-stop
-
-title "airlockd, restore on demand (pool miss): base snapshots, no pool"
+title "airlockd, pool miss (restore on demand): base snapshots, no pool"
 start --pool-max 0
-waitmetric 'airlock_snapshot_builds_total{result="built"}' 4
-bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --warmup 3
+waitmetric 'airlock_snapshot_builds_total{result="built"}' 3
+bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --warmup 2
 bench --code "$CHART" --concurrency 1 --requests "$NCHART" --duration 30m --warmup 1
 stop
 
-title "airlockd, warm pool (defaults): paced at 2 requests/s, then back to back"
+title "airlockd, warm pool (defaults), paced: print(1) at 2/s, chart at 1/s"
 start
+waitmetric 'airlock_pool_size{image="python-ds",language="python-light"}' 1
 waitmetric 'airlock_pool_size{image="python-ds",language="python"}' 1
-sleep 5
+bench --code 'print(1)' --concurrency 1 --requests 10 --duration 30m --rate 2 >/dev/null # warm-up
 bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --rate 2
 bench --code "$CHART" --concurrency 1 --requests "$NCHART" --duration 30m --rate 1
-bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m
+
+fi # ONLY
+
+[ -n "$PID" ] || { start; waitmetric 'airlock_pool_size{image="python-ds",language="python-light"}' 1; }
+title "sustained, back to back: print(1) 4 at once, chart 2 at once, $SUSTAIN each"
+baseline --kind runsc --code 'print(1)' --concurrency 4 --duration "$SUSTAIN" --warmup 0
+bench --code 'print(1)' --concurrency 4 --duration "$SUSTAIN"
+baseline --kind runsc --code "$CHART" --concurrency 2 --duration "$SUSTAIN" --warmup 0
+bench --code "$CHART" --concurrency 2 --duration "$SUSTAIN"
+
+if [ "${ONLY:-}" != sustain ]; then
+title "saturation: print(1) at 1, 2, 4, 8 and 16 at once, $STEP each (16: overload; past the queue, 503 with Retry-After)"
+for c in 1 2 4 8 16; do
+	echo "  $c at once:"
+	bench --code 'print(1)' --concurrency "$c" --duration "$STEP"
+done
+echo "    (api errors by status in the last step: $("$BIN/airlock" bench --code 'print(1)' --concurrency 16 --duration 10s --json | tr -d '\n ' | sed -n 's/.*"api_errors":\({[^}]*}\).*/\1/p'))"
+
+title "40 print(1) requests sent at once"
+bench --code 'print(1)' --concurrency 40 --requests 40 --duration 5m
 
 title "memory per idle pool member (after 20 s idle)"
 sleep 20
@@ -102,33 +161,7 @@ for cg in /sys/fs/cgroup/memory/"$PARENT"/pool-* /sys/fs/cgroup/"$PARENT"/pool-*
 done
 echo "    $members members, RSS of their runsc processes: $((rss / 1024)) MiB in all, $(( members > 0 ? rss / 1024 / members : 0 )) MiB each"
 echo "    cgroup memory of all members (airlock_pool_memory_bytes): $(metric airlock_pool_memory_bytes | awk '{printf "%.0f MiB", $1/1048576}')"
-
-fi # ONLY
-
-if [ -z "$PID" ]; then
-	start
-	waitmetric 'airlock_pool_size{image="python-ds",language="python"}' 1
 fi
-title "sustained print(1), concurrency 4, $SUSTAIN, warm pool"
-cpuacct() { # nanoseconds of CPU used by every sandbox under the parent
-	if [ -f "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage" ]; then cat "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage"
-	else awk '/usage_usec/ {print $2 * 1000}' "/sys/fs/cgroup/$PARENT/cpu.stat"; fi
-}
-proccpu() { awk '{printf "%.0f\n", ($14 + $15) * 1e7}' "/proc/$PID/stat"; } # airlockd's own CPU, ns (100 Hz ticks)
-busy() { awk '/^cpu / {printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e7}' /proc/stat; } # the whole machine, ns
-s0=$(cpuacct); a0=$(proccpu); m0=$(busy); t0=$(date +%s%N)
-curl -s -o "$WORK/cpu.prof" "http://127.0.0.1:16060/debug/pprof/profile?seconds=30" 2>/dev/null &
-PROF=$!
-bench --code 'print(1)' --concurrency 4 --duration "$SUSTAIN"
-s1=$(cpuacct); a1=$(proccpu); m1=$(busy); t1=$(date +%s%N)
-awk -v s0="$s0" -v s1="$s1" -v a0="$a0" -v a1="$a1" -v m0="$m0" -v m1="$m1" -v t0="$t0" -v t1="$t1" -v n="$(nproc)" 'BEGIN {
-	s = s1 - s0; a = a1 - a0; m = m1 - m0; w = (t1 - t0) * n
-	printf "    CPU over the run: the machine was busy %.0f%% of %.0f core-seconds\n", 100*m/w, w/1e9
-	printf "      sandboxes (gVisor kernel and gofer, their cgroups): %.0f%%\n", 100*s/w
-	printf "      airlockd itself: %.0f%%\n", 100*a/w
-	printf "      the rest (runsc command-line processes, the host kernel, anything else running): %.0f%%\n", 100*(m-s-a)/w
-}'
-wait "$PROF" || true
-echo "    airlockd CPU profile (30 s of the run), top functions:"
-go tool pprof -top -nodecount=12 "$BIN/airlockd" "$WORK/cpu.prof" 2>/dev/null | sed -n '4,20p' | sed 's/^/      /'
 stop
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

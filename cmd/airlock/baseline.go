@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -24,8 +26,9 @@ func init() {
 
 const baselineUsage = `usage: airlock baseline --kind runsc|chroot [flags]
 
-Runs code N times, one after another, outside Airlock and prints the same
-latency summary as "airlock bench": the baselines of BENCHMARKS.md.
+Runs code N times outside Airlock, one after another or with several
+workers at once, and prints the same latency summary as "airlock bench":
+the baselines of BENCHMARKS.md.
 
   --kind runsc   a bare "runsc run" (systrap, no network) of the image's
                  rootfs per run: gVisor's own cost, without Airlock's
@@ -41,6 +44,9 @@ flags:
   --file FILE          read the code from FILE instead
   --requests N         runs (default 20, at most 10000)
   --warmup N           runs first, not counted (default 2)
+  --concurrency N      workers running back to back (default 1, at most 64)
+  --duration D         with --concurrency: run for D (e.g. 60s) instead of
+                       --requests runs, and report the throughput
   --json               print the summary as JSON
 
 Must run as root.
@@ -49,7 +55,8 @@ Must run as root.
 func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("baseline", baselineUsage, std.err)
 	var kind, stateDir, imageName, lang, code, file string
-	var requests, warmup int
+	var requests, warmup, concurrency int
+	var duration time.Duration
 	var asJSON, codeSet bool
 	fs.StringVar(&kind, "kind", "", "")
 	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "")
@@ -60,6 +67,8 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&file, "file", "", "")
 	fs.IntVar(&requests, "requests", 20, "")
 	fs.IntVar(&warmup, "warmup", 2, "")
+	fs.IntVar(&concurrency, "concurrency", 1, "")
+	fs.DurationVar(&duration, "duration", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -75,6 +84,10 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 		return bad("--requests must be between 1 and 10000")
 	case warmup < 0 || warmup > 1000:
 		return bad("--warmup must be between 0 and 1000")
+	case concurrency < 1 || concurrency > 64:
+		return bad("--concurrency must be between 1 and 64")
+	case duration < 0 || duration > time.Hour:
+		return bad("--duration must be between 0 and 1h")
 	}
 	argv, err := interpreterArgv(airlock.Language(lang))
 	if err != nil {
@@ -131,19 +144,46 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 	}
-	var lat []time.Duration
+	var (
+		mu      sync.Mutex
+		lat     []time.Duration
+		errs    int
+		firstEr error
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
 	start := time.Now()
-	for i := 0; i < requests; i++ {
-		d, err := once(i)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, d)
+	deadline := start.Add(duration)
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if duration > 0 && time.Now().After(deadline) || duration == 0 && i >= requests {
+					return
+				}
+				d, err := once(i)
+				mu.Lock()
+				if err != nil {
+					errs++
+					if firstEr == nil {
+						firstEr = err
+					}
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	elapsed := time.Since(start)
+	if len(lat) == 0 && firstEr != nil {
+		return firstEr
+	}
 	l := summarize(lat)
 	sum := map[string]any{
-		"kind": kind, "image": img.Name, "language": lang, "requests": len(lat), "elapsed_s": elapsed.Seconds(),
+		"kind": kind, "image": img.Name, "language": lang, "requests": len(lat), "errors": errs, "elapsed_s": elapsed.Seconds(),
+		"concurrency": concurrency, "throughput_per_min": float64(len(lat)) / elapsed.Minutes(),
 		"latency_ms": benchLatency{Count: l.Count, Min: ms(l.Min), P50: ms(l.P50), P95: ms(l.P95), P99: ms(l.P99), Max: ms(l.Max)},
 	}
 	if asJSON {
@@ -151,7 +191,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}
-	fmt.Fprintf(std.out, "%s baseline, %s, %d runs in %.1fs\n", kind, img.Name, len(lat), elapsed.Seconds())
+	fmt.Fprintf(std.out, "%s baseline, %s, %d runs (%d errors) in %.1fs, %d at once: %.0f/min\n", kind, img.Name, len(lat), errs, elapsed.Seconds(), concurrency, float64(len(lat))/elapsed.Minutes())
 	fmt.Fprintf(std.out, "  latency ms  min %.1f  p50 %.1f  p95 %.1f  p99 %.1f  max %.1f\n", ms(l.Min), ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max))
 	return nil
 }
