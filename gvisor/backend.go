@@ -19,6 +19,7 @@ type Backend struct {
 	cfg     Config
 	cgroups cgroups.Manager
 	disks   *loopdisk.Templates // formatted once per size, copied per sandbox
+	deleter *deleter            // batches `runsc delete` of destroyed sandboxes
 
 	mu   sync.Mutex
 	live map[string]*Sandbox
@@ -37,10 +38,12 @@ func New(cfg Config) (*Backend, error) {
 		}
 	}
 	becomeSubreaper()
-	return &Backend{
+	b := &Backend{
 		cfg: cfg, cgroups: cgroups.Detect(), live: map[string]*Sandbox{},
 		disks: &loopdisk.Templates{Dir: filepath.Join(cfg.StateDir, "disks")},
-	}, nil
+	}
+	b.deleter = &deleter{b: b}
+	return b, nil
 }
 
 // Name is the backend's name in configs and records.

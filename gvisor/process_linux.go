@@ -70,11 +70,21 @@ type runscState struct {
 	} `json:"sandbox"`
 }
 
+// stateFile is runsc's record of container id.
+func (b *Backend) stateFile(id string) string {
+	return filepath.Join(b.cfg.runscRoot(), id+"_sandbox:"+id+".state")
+}
+
+// hasRecord reports whether runsc has a record of container id.
+func (b *Backend) hasRecord(id string) bool {
+	_, err := os.Stat(b.stateFile(id))
+	return err == nil
+}
+
 // processes returns the sandbox and gofer PIDs runsc recorded for
 // container id.
 func (b *Backend) processes(id string) (sandbox, gofer int, err error) {
-	path := filepath.Join(b.cfg.runscRoot(), id+"_sandbox:"+id+".state")
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(b.stateFile(id))
 	if err != nil {
 		return 0, 0, fmt.Errorf("gvisor: runsc's record of %s: %w", id, err)
 	}

@@ -311,7 +311,7 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		s.agent.Close()
 	}
 	if s.started {
-		if _, err := s.b.runsc(ctx, "delete", "--force", s.id); err != nil {
+		if err := s.b.deleter.delete(ctx, s.id); err != nil {
 			if ids, lerr := s.b.listContainers(ctx); lerr != nil || contains(ids, s.id) {
 				errs = append(errs, err)
 			}

@@ -45,6 +45,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
+	echo "port $PORT is in use; set PORT to a free one" >&2
+	exit 1
+fi
+
 start() { # flags...
 	"$AIRLOCKD" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$AGENT" \
 		--cgroup-parent "$PARENT" "$@" >>"$WORK/airlockd.log" 2>&1 &

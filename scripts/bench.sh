@@ -33,6 +33,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
+	echo "port $PORT is in use; set PORT to a free one" >&2
+	exit 1
+fi
+
 start() { # flags...
 	"$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
 		--cgroup-parent "$PARENT" --log-level warn --tenant-share 1 --warm-sessions "" "$@" >>"$WORK/airlockd.log" 2>&1 &
@@ -115,7 +120,7 @@ baseline --kind runsc --code "$CHART" --requests "$NCHART"
 
 title "airlockd, pool miss (restore on demand): base snapshots, no pool"
 start --pool-max 0
-waitmetric 'airlock_snapshot_builds_total{result="built"}' 3
+waitmetric 'airlock_snapshot_builds_total{result="built"}' 2
 bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --warmup 2
 bench --code "$CHART" --concurrency 1 --requests "$NCHART" --duration 30m --warmup 1
 stop

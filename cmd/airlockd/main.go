@@ -59,6 +59,8 @@ type options struct {
 	debugListen    string
 	namespaces     bool
 	tenantShare    float64
+	maxQueue       int
+	maxStarts      int
 	keepSessions   bool
 	sessions       sessionOptions
 	egress         egressOptions
@@ -74,6 +76,8 @@ func main() {
 	flag.DurationVar(&o.defaultTimeout, "default-timeout", airlock.DefaultLimits.Timeout, "wall time when a request names none")
 	flag.IntVar(&o.maxConcurrent, "max-concurrent", 8, "one-shot executions running at once on this node")
 	flag.Float64Var(&o.tenantShare, "tenant-share", 0.75, "share of the one-shot slots (--max-concurrent) one tenant may hold or wait for at once; past it a request gets a 429 at once")
+	flag.IntVar(&o.maxQueue, "max-queue", 0, "one-shot executions that may wait for a slot (default 4 x --max-concurrent); past it a request gets a 503 node-busy problem with Retry-After at once")
+	flag.IntVar(&o.maxStarts, "max-starts", 0, "sandboxes being made at once, restores and boots, pool fills included (default: the number of CPUs); a request that misses the pool beyond it waits for the next ready sandbox")
 	flag.BoolVar(&o.keepSessions, "keep-sessions", true, "on SIGTERM or SIGINT, leave live sessions running for the next start to reattach (false: end them)")
 	flag.Int64Var(&o.memoryMiB, "memory-mib", airlock.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -192,10 +196,12 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		Admission: provision.Admission{
 			OneShot:            o.maxConcurrent,
 			OneShotTenantShare: o.tenantShare,
+			MaxQueue:           o.maxQueue,
 			Sessions:           o.sessions.max,
 			SessionsPerTenant:  o.sessions.maxPerTenant,
 		},
 		SnapshotDir: snapshotDir,
+		MaxStarts:   o.maxStarts,
 		Pool: provision.PoolConfig{
 			Min:          o.poolMin,
 			Max:          o.poolMax,
