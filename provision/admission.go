@@ -41,31 +41,54 @@ const (
 )
 
 // admission counts what holds or waits for room, per node and per tenant.
+//
+// A one-shot run needs two things: one of its tenant's slots (at most the
+// tenant's share of the node's) and one of the node's slots. A run that
+// finds either taken waits in the queue (at most MaxQueue runs of all
+// tenants, and a tenant's share of those); past the queue the answer is a
+// 503 node-busy problem, past the tenant's share of it a 429 tenant-busy,
+// both with Retry-After. So one tenant can neither hold every slot nor
+// fill the queue, and a tenant that stays within its share waits only
+// for the node.
 type admission struct {
 	cfg   Admission
 	slots chan struct{} // one-shot slots of the node
 
 	mu       sync.Mutex
-	oneShot  map[string]int // by tenant: holding or waiting
-	sessions map[string]int // by tenant: live
-	live     int            // sessions on the node
-	queued   int            // one-shot runs waiting for a slot
+	tenants  map[string]*tenantSlots // one-shot, by tenant
+	sessions map[string]int          // by tenant: live
+	live     int                     // sessions on the node
+	queued   int                     // one-shot runs waiting
 	closed   bool
+}
+
+// tenantSlots is one tenant's one-shot runs: a semaphore of its share of
+// the slots, and how many hold or wait.
+type tenantSlots struct {
+	slots   chan struct{}
+	holding int
+	waiting int
 }
 
 func newAdmission(cfg Admission) *admission {
 	return &admission{
 		cfg:      cfg,
 		slots:    make(chan struct{}, cfg.OneShot),
-		oneShot:  map[string]int{},
+		tenants:  map[string]*tenantSlots{},
 		sessions: map[string]int{},
 	}
 }
 
+// tenantQueue is how many runs one tenant may have waiting.
+func (a *admission) tenantQueue() int {
+	return max(int(float64(a.cfg.MaxQueue)*a.cfg.OneShotTenantShare+0.999999), 1)
+}
+
 // admit takes room for one sandbox of kind for the tenant. A one-shot run
-// waits up to QueueTimeout for a node slot; everything else answers at
-// once. force admits whatever the limits say (a session that existed
-// before a restart is counted, never refused).
+// waits up to QueueTimeout for a slot; everything else answers at once.
+// force admits a session whatever the limits say (one that existed
+// before a restart is counted, never refused); it is not for one-shot
+// runs.
 func (a *admission) admit(ctx context.Context, kind Kind, tenantID string, force bool) error {
 	a.mu.Lock()
 	if a.closed && !force {
@@ -85,65 +108,109 @@ func (a *admission) admit(ctx context.Context, kind Kind, tenantID string, force
 		a.sessions[tenantID]++
 		return nil
 	}
-	if !force && a.oneShot[tenantID] >= a.cfg.tenantSlots() {
-		n := a.oneShot[tenantID]
-		a.mu.Unlock()
-		return airlock.Problem(airlock.ERATELIMITED, ProblemTenantBusy,
-			"the tenant already runs or waits for %d one-shot executions, its share of this node's %d slots; retry when one has finished", n, a.cfg.OneShot).RetryLater(oneShotRetry)
+	t := a.tenants[tenantID]
+	if t == nil {
+		t = &tenantSlots{slots: make(chan struct{}, a.cfg.tenantSlots())}
+		a.tenants[tenantID] = t
 	}
+	// Both free: no queue.
 	select {
-	case a.slots <- struct{}{}: // a free slot: no queue
-		a.oneShot[tenantID]++
-		a.mu.Unlock()
-		return nil
+	case t.slots <- struct{}{}:
+		select {
+		case a.slots <- struct{}{}:
+			t.holding++
+			a.mu.Unlock()
+			return nil
+		default:
+			<-t.slots
+		}
 	default:
 	}
-	if a.queued >= a.cfg.MaxQueue {
+	switch {
+	case t.waiting >= a.tenantQueue():
+		a.mu.Unlock()
+		return airlock.Problem(airlock.ERATELIMITED, ProblemTenantBusy,
+			"the tenant runs %d one-shot executions, its share of this node's %d slots, and %d more wait; retry when one has finished",
+			t.holding, a.cfg.OneShot, t.waiting).RetryLater(oneShotRetry)
+	case a.queued >= a.cfg.MaxQueue:
 		a.mu.Unlock()
 		return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy,
 			"all %d execution slots of this node are busy and %d requests wait already; retry later", a.cfg.OneShot, a.cfg.MaxQueue).RetryLater(oneShotRetry)
 	}
-	a.oneShot[tenantID]++
+	t.waiting++
 	a.queued++
 	a.mu.Unlock()
-	unqueue := func() {
-		a.mu.Lock()
-		a.queued--
-		a.mu.Unlock()
-	}
-	t := time.NewTimer(a.cfg.QueueTimeout)
-	defer t.Stop()
+	timer := time.NewTimer(a.cfg.QueueTimeout)
+	defer timer.Stop()
+	gotTenant, gotNode := false, false
+	var err error
 	select {
-	case a.slots <- struct{}{}:
-		unqueue()
-		return nil
-	case <-t.C:
-		unqueue()
-		a.drop(kind, tenantID, false)
-		return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy, "all %d execution slots of this node are busy; retry later", a.cfg.OneShot).RetryLater(oneShotRetry)
+	case t.slots <- struct{}{}:
+		gotTenant = true
+	case <-timer.C:
 	case <-ctx.Done():
-		unqueue()
-		a.drop(kind, tenantID, false)
-		return ctx.Err()
+		err = ctx.Err()
+	}
+	if gotTenant {
+		select {
+		case a.slots <- struct{}{}:
+			gotNode = true
+		case <-timer.C:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	a.mu.Lock()
+	t.waiting--
+	a.queued--
+	if gotNode {
+		t.holding++
+		a.mu.Unlock()
+		return nil
+	}
+	if gotTenant {
+		<-t.slots
+	}
+	a.forgetIdle(tenantID, t)
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !gotTenant {
+		return airlock.Problem(airlock.ERATELIMITED, ProblemTenantBusy,
+			"the tenant's share of this node's %d execution slots stayed busy for %s; retry when one has finished", a.cfg.OneShot, a.cfg.QueueTimeout).RetryLater(oneShotRetry)
+	}
+	return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy, "all %d execution slots of this node stayed busy for %s; retry later", a.cfg.OneShot, a.cfg.QueueTimeout).RetryLater(oneShotRetry)
+}
+
+// forgetIdle drops the record of a tenant with nothing holding or
+// waiting (a.mu held).
+func (a *admission) forgetIdle(tenantID string, t *tenantSlots) {
+	if t.holding == 0 && t.waiting == 0 && a.tenants[tenantID] == t {
+		delete(a.tenants, tenantID)
 	}
 }
 
-// drop gives back what admit took; slot says whether a one-shot slot was
-// taken.
+// drop gives back what admit took; slot says whether a one-shot run's
+// slots were taken.
 func (a *admission) drop(kind Kind, tenantID string, slot bool) {
-	if kind == OneShot && slot {
-		<-a.slots
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	counts := a.oneShot
 	if kind == Session {
-		counts = a.sessions
 		a.live--
+		if a.sessions[tenantID]--; a.sessions[tenantID] <= 0 {
+			delete(a.sessions, tenantID)
+		}
+		return
 	}
-	if counts[tenantID]--; counts[tenantID] <= 0 {
-		delete(counts, tenantID)
+	t := a.tenants[tenantID]
+	if t == nil || !slot {
+		return
 	}
+	<-a.slots
+	<-t.slots
+	t.holding--
+	a.forgetIdle(tenantID, t)
 }
 
 // close refuses new admissions from now on.
@@ -162,5 +229,9 @@ type Usage struct {
 func (a *admission) usage(tenantID string) Usage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Usage{OneShot: a.oneShot[tenantID], Sessions: a.sessions[tenantID]}
+	u := Usage{Sessions: a.sessions[tenantID]}
+	if t := a.tenants[tenantID]; t != nil {
+		u.OneShot = t.holding + t.waiting
+	}
+	return u
 }

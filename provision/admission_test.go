@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/provision"
 )
 
@@ -52,33 +53,63 @@ func wantProblem(t *testing.T, what string, err error, code, typ string, retry b
 	}
 }
 
-// One tenant holds at most its share of the one-shot slots and gets a 429
-// at once past it; the others still run; a full node makes a request wait
-// for a slot, then answer 503.
+// One tenant holds at most its share of the one-shot slots: past it its
+// runs wait, and past its share of the queue it gets a 429 at once; the
+// others still run; a full node makes a request wait for a slot, then
+// answer 503.
 func TestOneShotAdmission(t *testing.T) {
-	p := newProvisioner(t, provision.Admission{OneShot: 4, OneShotTenantShare: 0.5, QueueTimeout: 100 * time.Millisecond})
+	p := newProvisioner(t, provision.Admission{OneShot: 4, OneShotTenantShare: 0.5, MaxQueue: 4, QueueTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	a, b, c := &airlock.Tenant{ID: "a"}, &airlock.Tenant{ID: "b"}, &airlock.Tenant{ID: "c"}
 	claim := func(tn *airlock.Tenant) (*provision.Ticket, error) {
 		return p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: tn})
 	}
 	var held []*provision.Ticket
-	for _, tn := range []*airlock.Tenant{a, a, b, b} {
+	for _, tn := range []*airlock.Tenant{a, a, b} {
 		tk, err := claim(tn)
 		if err != nil {
 			t.Fatalf("tenant %s: %v", tn.ID, err)
 		}
 		held = append(held, tk)
 	}
-	if got := p.Usage("a"); got.OneShot != 2 {
-		t.Errorf("usage of a: %+v", got)
-	}
+	// a holds its share (2 of 4) while a slot is free: its third run
+	// waits for one of its own, and gets a 429 when that takes too long.
 	start := time.Now()
 	_, err := claim(a)
 	wantProblem(t, "a third run of a", err, airlock.ERATELIMITED, provision.ProblemTenantBusy, true)
-	if time.Since(start) > 50*time.Millisecond {
-		t.Errorf("the tenant's refusal took %v: it must not wait for a slot", time.Since(start))
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("the third run of a gave up after %v, before the queue timeout", took)
 	}
+	// While a's runs wait, past its share of the queue (2 of 4) the
+	// answer is a 429 at once.
+	waiting := make(chan error, 2)
+	for range 2 {
+		go func() {
+			tk, err := p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: a})
+			if err == nil {
+				tk.Cancel()
+			}
+			waiting <- err
+		}()
+	}
+	testreq.Eventually(t, 5*time.Second, "two runs of a to wait", func() bool { return p.Usage("a").OneShot == 4 })
+	start = time.Now()
+	_, err = claim(a)
+	wantProblem(t, "a run of a past its share of the queue", err, airlock.ERATELIMITED, provision.ProblemTenantBusy, true)
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Errorf("the refusal took %v: it must not wait", took)
+	}
+	for range 2 {
+		<-waiting
+	}
+	// b still runs; then the node is full and c waits for a slot, then
+	// gets a 503.
+	tk, err := claim(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, tk)
+	start = time.Now()
 	_, err = claim(c)
 	wantProblem(t, "a run of c on a full node", err, airlock.EUNAVAILABLE, provision.ProblemNodeBusy, true)
 	if time.Since(start) < 100*time.Millisecond {

@@ -34,7 +34,8 @@ const benchUsage = `usage: airlock bench [flags]
 
 Load-tests POST /v1/execute on this machine's own server: N workers send
 requests back to back until --duration has passed or --requests have been
-sent, whichever comes first (requests in flight then finish), and prints
+sent, whichever comes first (requests in flight then finish); a worker
+told to retry later (429 or 503 with Retry-After) waits as told. It prints
 requests, errors, throughput and latency (min, p50, p95, p99, max;
 nearest-rank, over the requests that returned an execution). It first
 checks with one GET /v1/executions?limit=1 that the server answers and
@@ -123,6 +124,9 @@ type benchResult struct {
 	latency time.Duration
 	outcome string // "ok", "nonzero_exit", "timed_out", "oom_killed", "failed", "api_error", "transport_error"
 	status  int    // HTTP status of an api_error
+	// retryAfter is what a 429 or 503 asked the client to wait: a worker
+	// honours it, as a well-behaved client would.
+	retryAfter time.Duration
 }
 
 func runBench(ctx context.Context, args []string, std stdio) error {
@@ -296,11 +300,17 @@ func drive(ctx context.Context, c *client.Client, cfg benchConfig, limit int) []
 				if ok {
 					mine = append(mine, r)
 				}
-				if r.outcome == "transport_error" {
-					// Do not spin on a server that went away.
+				pause := time.Duration(0)
+				switch {
+				case r.outcome == "transport_error":
+					pause = transportBackoff // do not spin on a server that went away
+				case r.retryAfter > 0:
+					pause = min(r.retryAfter, time.Until(deadline))
+				}
+				if pause > 0 {
 					select {
 					case <-ctx.Done():
-					case <-time.After(transportBackoff):
+					case <-time.After(pause):
 					}
 				}
 			}
@@ -329,7 +339,7 @@ func benchOne(ctx context.Context, c *client.Client, cfg benchConfig) (benchResu
 	case err != nil && ctx.Err() != nil:
 		return r, false
 	case errors.As(err, &ce):
-		r.outcome, r.status = "api_error", ce.Status
+		r.outcome, r.status, r.retryAfter = "api_error", ce.Status, ce.RetryAfter
 	case err != nil:
 		r.outcome = "transport_error"
 	case e.Status == airlock.StatusFailed:
