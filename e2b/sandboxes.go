@@ -187,9 +187,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	switch {
-	case req.TemplateID == "":
+	if req.TemplateID == "" {
 		req.TemplateID = "base"
+	}
+	switch {
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
 		return errorf(400, "mcp is not supported by Airlock")
 	case len(req.VolumeMounts) > 0 && string(req.VolumeMounts) != "null" && string(req.VolumeMounts) != "[]":
