@@ -236,8 +236,27 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 		}
 		return err
 	}
+	if strings.HasPrefix(req.TemplateID, "code-interpreter") {
+		// E2B's code interpreter has its Python kernel up when the
+		// sandbox is: start the default context now, so the first
+		// runCode need not wait for the interpreter.
+		go s.prepareContext(t, rec)
+	}
 	writeJSON(w, http.StatusCreated, s.sandboxJSON(rec))
 	return nil
+}
+
+// prepareContext makes a new sandbox's default Python context.
+func (s *Server) prepareContext(t *airlock.Tenant, rec *airlock.E2BSandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ref, err := s.resolve(ctx, rec.SandboxID)
+	if err == nil {
+		_, err = s.defaultContext(ctx, ref, airlock.ContextPython, "python", "")
+	}
+	if err != nil {
+		s.log.Debug("e2b: prepare the default context", "sandbox", rec.SandboxID, "err", err)
+	}
 }
 
 func (s *Server) sandboxJSON(rec *airlock.E2BSandbox) sandboxJSON {
