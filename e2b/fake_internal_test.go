@@ -111,7 +111,9 @@ func (f *fakeSessions) MoveFile(ctx context.Context, t *airlock.Tenant, id, src,
 	return &airlock.FileEntry{Name: "m", Type: "file", Mode: "0644"}, nil
 }
 
-func (f *fakeSessions) RemoveAll(ctx context.Context, t *airlock.Tenant, id, path string) error { return nil }
+func (f *fakeSessions) RemoveAll(ctx context.Context, t *airlock.Tenant, id, path string) error {
+	return nil
+}
 
 func (f *fakeSessions) WriteStdin(ctx context.Context, t *airlock.Tenant, id string, pid int, b []byte) error {
 	return nil
