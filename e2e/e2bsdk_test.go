@@ -105,7 +105,7 @@ func e2bKey(t *testing.T, stateDir, tenant string) string {
 // @e2b/code-interpreter 2.8.0, installed by npm ci from the committed
 // lockfile), unchanged, against the real airlockd, with nothing but
 // E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set: sandboxes, commands
-// (exit codes, stdin, kill), files, the code interpreter (results, a
+// (exit codes, stdin, kill, reattaching), files, the code interpreter (results, a
 // PNG, an error, contexts), list, timeouts, kill, and the refusals (a
 // wrong token, another tenant's key, no key). See e2bsdk/smoke.mjs.
 // After airlockd stops, nothing of a sandbox is left on the host.

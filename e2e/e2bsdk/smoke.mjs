@@ -56,6 +56,12 @@ async function withSandbox(sbx) {
   await assert.rejects(bg.wait(), (e) => e instanceof CommandExitError)
   assert.equal(await sbx.commands.kill(bg.pid), false)
 
+  check('connect to a running command')
+  const slow = await sbx.commands.run('sleep 1; echo late', { background: true })
+  const joined = await sbx.commands.connect(slow.pid)
+  assert.equal((await joined.wait()).stdout, 'late\n')
+  assert.equal((await slow.wait()).stdout, 'late\n')
+
   check('files write, read, exists, list, makeDir, rename, remove')
   const w = await sbx.files.write('hello.txt', 'hello')
   assert.equal(w.path, '/home/user/hello.txt')
