@@ -29,6 +29,28 @@ func NewAPIKey(tenantID string, id string, now time.Time) (secret string, key *A
 	}
 }
 
+// E2BAPIKeyPrefix starts keys in the format some E2B SDK versions insist
+// on: "e2b_" and 40 lowercase hex digits (160 random bits).
+const E2BAPIKeyPrefix = "e2b_"
+
+// NewE2BAPIKey is NewAPIKey in E2B's key format, for tenants whose E2B
+// SDK checks the format of its key on the client side. The key works on
+// every API like any other.
+func NewE2BAPIKey(tenantID string, id string, now time.Time) (secret string, key *APIKey) {
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	secret = E2BAPIKeyPrefix + hex.EncodeToString(b[:])
+	return secret, &APIKey{
+		ID:        id,
+		TenantID:  tenantID,
+		Hash:      HashAPIKey(secret),
+		Prefix:    secret[:len(E2BAPIKeyPrefix)+6],
+		CreatedAt: now.UTC(),
+	}
+}
+
 // HashAPIKey returns the stored form of a key: hex SHA-256. Keys carry 256
 // bits of randomness, so a fast hash is enough.
 func HashAPIKey(secret string) string {

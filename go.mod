@@ -3,10 +3,12 @@ module github.com/airlockhq/airlock
 go 1.26.8
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/go-json-experiment/json v1.27.2
 	github.com/oklog/ulid/v2 v2.1.1
 	github.com/opencontainers/runtime-spec v1.2.1
 	golang.org/x/sys v0.47.0
+	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.40.0
 )
 
@@ -34,7 +36,6 @@ require (
 	golang.org/x/exp v0.0.0-20250620022241-b7579e27df2b // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	google.golang.org/protobuf v1.36.8 // indirect
 	modernc.org/libc v1.66.10 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect

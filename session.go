@@ -307,6 +307,10 @@ type SessionExecRequest struct {
 	Cwd        string            `json:"cwd,omitempty"`
 	Stdin      string            `json:"stdin,omitempty"`
 	TimeoutSec int               `json:"timeout_sec,omitempty"`
+	// KeepStdin leaves the program's stdin open after Stdin is written,
+	// for WriteStdin and CloseStdin of the session service (the E2B
+	// front-end's interactive commands). Not part of the HTTP API.
+	KeepStdin bool `json:"-"`
 }
 
 // Validate checks a session exec request against the maximum timeout.

@@ -282,7 +282,15 @@ func (s *server) dispatch(f protocol.Frame) {
 	case protocol.OpStat:
 		s.stat(f.Stream, req.Path)
 	case protocol.OpRemove:
-		s.remove(f.Stream, req.Path)
+		if req.Recursive {
+			s.removeAll(f.Stream, req.Path)
+		} else {
+			s.remove(f.Stream, req.Path)
+		}
+	case protocol.OpMkdir:
+		s.mkdir(f.Stream, req.Path)
+	case protocol.OpMove:
+		s.move(f.Stream, req.Path, req.Dest)
 	case protocol.OpPrepare:
 		go s.prepare(f.Stream, req.Prepare) // imports take a while
 	case protocol.OpContextCreate:

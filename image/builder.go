@@ -406,6 +406,11 @@ func installAgent(src, rootfs, wantSum string) error {
 	if err := os.MkdirAll(filepath.Join(rootfs, ChannelDir), 0o755); err != nil {
 		return err
 	}
+	// /home/user names the workspace too: the E2B API's home and working
+	// directory (the sandbox's own paths stay /workspace).
+	if err := homeLink(rootfs); err != nil {
+		return err
+	}
 	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -531,4 +536,20 @@ func HumanSize(n int64) string {
 		}
 	}
 	panic("unreachable")
+}
+
+// HomeLink is the symlink every image has at /home/user, to Workspace.
+const HomeLink = "/home/user"
+
+// homeLink makes HomeLink in rootfs (a hard-link copy of the stage, so
+// the stage itself is untouched).
+func homeLink(rootfs string) error {
+	p := filepath.Join(rootfs, HomeLink)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.Symlink(Workspace, p)
 }

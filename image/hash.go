@@ -73,7 +73,8 @@ func StageHash(spec airlock.ImageSpec) string {
 // whose hex sha256 is agentSHA256.
 func Hash(spec airlock.ImageSpec, agentSHA256 string) string {
 	h := sha256.New()
-	io.WriteString(h, "airlock-image\nlayout 2\n") // layout 2: the agent's channel directory
+	// layout 2: the agent's channel directory; 3: /home/user -> /workspace
+	io.WriteString(h, "airlock-image\nlayout 3\n")
 	h.Write(Canonical(spec))
 	fmt.Fprintf(h, "\nagent-sha256 %s\n", agentSHA256)
 	return hex.EncodeToString(h.Sum(nil))

@@ -73,6 +73,9 @@ type Request struct {
 	Context *ContextRequest `json:"context,omitempty"` // context ops; see context.go
 	Channel *ChannelRequest `json:"channel,omitempty"` // channel
 	PID     int             `json:"pid,omitempty"`     // attach
+
+	Dest      string `json:"dest,omitempty"`      // move: the new path; see fsops.go
+	Recursive bool   `json:"recursive,omitempty"` // remove: a whole directory tree
 }
 
 // Validate checks a request (the agent calls it on what the host sends).
@@ -102,9 +105,11 @@ func (r *Request) Validate() error {
 			return fmt.Errorf("exec request without exec")
 		}
 		return r.Exec.Validate()
-	case OpPut, OpGet, OpList, OpStat, OpRemove:
+	case OpPut, OpGet, OpList, OpStat, OpRemove, OpMkdir:
 		_, _, err := CleanPath(r.Path)
 		return err
+	case OpMove:
+		return r.validateMove()
 	}
 	return fmt.Errorf("unknown op %q", r.Op)
 }

@@ -25,8 +25,11 @@ type Program struct {
 	Env  []string // KEY=VALUE, added to the image's environment
 	Cwd  string   // default /workspace
 	// Stdin, when not nil, is written to the program's stdin, which is
-	// then closed.
+	// then closed (unless KeepStdin).
 	Stdin []byte
+	// KeepStdin gives the program a stdin that stays open for the caller
+	// to write through the Process the Started hook is told of.
+	KeepStdin bool
 	// Timeout is the program's wall time; the agent kills its process
 	// group then.
 	Timeout time.Duration
@@ -131,7 +134,9 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	}
 	if pr.Stdin != nil && job.AttachPID == 0 {
 		p.Write(pr.Stdin)
-		p.CloseStdin()
+		if !pr.KeepStdin {
+			p.CloseStdin()
+		}
 	}
 
 	status, waitErr, how := r.wait(ctx, p, start, job)
@@ -240,7 +245,7 @@ func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execu
 		Argv:             pr.Argv,
 		Env:              pr.Env,
 		Cwd:              pr.Cwd,
-		Stdin:            pr.Stdin != nil,
+		Stdin:            pr.Stdin != nil || pr.KeepStdin,
 		TimeoutMS:        pr.Timeout.Milliseconds(),
 		Warm:             pr.Warm,
 		MemoryLimitBytes: pr.MemoryLimitBytes,

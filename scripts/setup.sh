@@ -50,6 +50,29 @@ else
 	echo "all present"
 fi
 
+step "Node for the E2B SDK test (e2e/e2bsdk: Node >=20.18.1 <21 or >=22, and npm)"
+# The pinned E2B SDKs need a newer Node than Debian 12's nodejs (18). The
+# test installs them with npm ci from e2e/e2bsdk/package-lock.json.
+node_ok() {
+	local v
+	v="$(node --version 2>/dev/null)" || return 1
+	v="${v#v}"
+	local major="${v%%.*}" rest="${v#*.}"
+	local minor="${rest%%.*}" patch="${rest#*.}"
+	patch="${patch%%[!0-9]*}"
+	[ "$major" -ge 22 ] && return 0
+	[ "$major" -eq 20 ] || return 1
+	[ "$minor" -gt 18 ] || { [ "$minor" -eq 18 ] && [ "$patch" -ge 1 ]; }
+}
+if node_ok && command -v npm >/dev/null; then
+	echo "present: node $(node --version), npm $(npm --version)"
+else
+	echo "setup: the E2B SDK test (e2e/e2bsdk_test.go) needs Node >=20.18.1 <21 or >=22 with npm;" >&2
+	echo "setup: found node $(node --version 2>/dev/null || echo none), npm $(npm --version 2>/dev/null || echo none)." >&2
+	echo "setup: Debian 12's nodejs package is 18 and too old: install a Node 20.18.1+ or 22+ package that brings npm." >&2
+	exit 1
+fi
+
 step "runsc (gVisor) ${RUNSC_VERSION}"
 if command -v runsc >/dev/null && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_VERSION" ]; then
 	echo "present: $(command -v runsc)"

@@ -70,6 +70,7 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 		Env:              env,
 		Cwd:              req.Cwd,
 		Stdin:            stdin,
+		KeepStdin:        req.KeepStdin,
 		Timeout:          timeout,
 		OutputBytes:      limits.OutputBytes,
 		MemoryLimitBytes: limits.ProcessMemoryBytes,

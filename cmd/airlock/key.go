@@ -9,7 +9,7 @@ import (
 )
 
 const keyUsage = `usage:
-  airlock key create TENANT [--state-dir DIR]
+  airlock key create TENANT [--format airlock|e2b] [--state-dir DIR]
 
 Makes a new API key for TENANT (a tenant name) in this node's store,
 <state-dir>/airlock.db, and prints it on stdout: it is shown this once and
@@ -17,6 +17,9 @@ only its hash is stored. Run it on the server host, as the user that owns
 the state directory (root).
 
 flags:
+  --format F       airlock (default: alk_ and base32) or e2b (e2b_ and 40
+                   hex digits, the format some E2B SDK versions insist on);
+                   both work on every API
   --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
                    else /var/lib/airlock)
 `
@@ -44,12 +47,21 @@ func runKey(ctx context.Context, args []string, std stdio) error {
 func runKeyCreate(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("key create", keyUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	format := fs.String("format", "airlock", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
 	}
 	if len(pos) != 1 {
 		return usageError(std.err, "key", 2, "create wants one TENANT")
+	}
+	newKey := airlock.NewAPIKey
+	switch *format {
+	case "airlock":
+	case "e2b":
+		newKey = airlock.NewE2BAPIKey
+	default:
+		return usageError(std.err, "key", 2, "unknown --format %q (want airlock or e2b)", *format)
 	}
 	name := pos[0]
 	if err := validTenantName(name); err != nil {
@@ -67,7 +79,7 @@ func runKeyCreate(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	secret, k := airlock.NewAPIKey(t.ID, newID(), time.Now())
+	secret, k := newKey(t.ID, newID(), time.Now())
 	if err := db.CreateAPIKey(ctx, k); err != nil {
 		return err
 	}

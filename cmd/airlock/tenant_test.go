@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,6 +89,19 @@ func TestTenantAndKey(t *testing.T) {
 	tn, err := db.TenantByKeyHash(context.Background(), airlock.HashAPIKey(secret))
 	if err != nil || tn.Name != "acme" {
 		t.Errorf("the printed key does not resolve to acme: %+v %v", tn, err)
+	}
+
+	// An E2B-format key: e2b_ and 40 hex digits, resolving like any key.
+	out, _, code = runCLI(t, runKey, "", "create", "acme", "--format", "e2b")
+	e2bKey := strings.TrimSuffix(out, "\n")
+	if code != 0 || !regexp.MustCompile(`^e2b_[0-9a-f]{40}$`).MatchString(e2bKey) {
+		t.Fatalf("key create --format e2b: exit %d stdout %q", code, out)
+	}
+	if tn, err := db.TenantByKeyHash(context.Background(), airlock.HashAPIKey(e2bKey)); err != nil || tn.Name != "acme" {
+		t.Errorf("the e2b key does not resolve to acme: %+v %v", tn, err)
+	}
+	if _, _, code := runCLI(t, runKey, "", "create", "acme", "--format", "pem"); code != 2 {
+		t.Errorf("key create --format pem: exit %d, want 2", code)
 	}
 
 	for _, args := range [][]string{{}, {"frob"}, {"create"}, {"create", "a", "b"}, {"ls", "x"}} {

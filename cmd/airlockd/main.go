@@ -24,6 +24,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/e2b"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
@@ -65,6 +66,7 @@ type options struct {
 	sessions       sessionOptions
 	egress         egressOptions
 	api            apiOptions
+	e2b            e2bOptions
 }
 
 func main() {
@@ -93,6 +95,7 @@ func main() {
 	o.sessions.register(flag.CommandLine)
 	o.egress.register(flag.CommandLine)
 	o.api.register(flag.CommandLine)
+	o.e2b.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -312,8 +315,18 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	handler := api.Handler()
+	var e2bSrv *e2b.Server
+	if o.e2b.enabled || o.e2b.listen != "" {
+		if e2bSrv, err = newE2B(o.e2b, o.sessions, o.stateDir, sessions, store, o.egress.allowFor, logger); err != nil {
+			return err
+		}
+		if o.e2b.enabled {
+			handler = e2bSrv.Wrap(handler) // E2B's paths and headers never collide with the native API's
+		}
+	}
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      o.maxTimeout + 2*time.Minute,
@@ -324,6 +337,13 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		if err := serveDebug(o.debugListen, logger); err != nil {
 			return err
 		}
+	}
+	if o.e2b.listen != "" {
+		closeE2B, err := serveE2B(o.e2b.listen, e2bSrv, srv, logger)
+		if err != nil {
+			return err
+		}
+		defer closeE2B()
 	}
 	logger.Info("airlockd serving", "addr", ln.Addr().String(), "state_dir", o.stateDir)
 	errc := make(chan error, 1)
