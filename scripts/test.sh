@@ -41,7 +41,7 @@ summary() {
 trap summary EXIT
 
 step "setup (scripts/setup.sh)"
-"$REPO/scripts/setup.sh"
+AIRLOCK_SETUP_TESTS=1 "$REPO/scripts/setup.sh"
 
 export AIRLOCK_STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
 # Integration tests use the images built above and make their own state.
