@@ -45,6 +45,8 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 		c.Observer.Started(c.ContextID)
 	}
 	stdout, stderr := newCapture(c.OutputBytes, obsOut), newCapture(c.OutputBytes, obsErr)
+	stdout.start() // Started was said above
+	stderr.start()
 	rctx, cancel := context.WithTimeout(ctx, c.Timeout+r.cfg.CellSlack)
 	defer cancel()
 	type answer struct {

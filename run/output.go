@@ -3,13 +3,17 @@ package run
 import "sync"
 
 // capture keeps the first max bytes of a stream, counts the rest as
-// truncated, and passes every chunk on to an observer.
+// truncated, and passes every chunk on to an observer, in order. Chunks
+// that come before the observer has been told the program started are
+// held back until then (open), so an observer sees Started first.
 type capture struct {
 	mu        sync.Mutex
 	max       int64
 	buf       []byte
 	truncated bool
 	observe   func([]byte)
+	open      bool     // the observer may be called
+	held      [][]byte // chunks that came before open
 }
 
 func newCapture(max int64, observe func([]byte)) *capture {
@@ -18,6 +22,7 @@ func newCapture(max int64, observe func([]byte)) *capture {
 
 func (c *capture) Write(b []byte) (int, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	room := c.max - int64(len(c.buf))
 	switch {
 	case int64(len(b)) <= room:
@@ -28,11 +33,28 @@ func (c *capture) Write(b []byte) (int, error) {
 	default:
 		c.truncated = true
 	}
-	c.mu.Unlock()
-	if c.observe != nil {
+	if c.observe == nil {
+		return len(b), nil
+	}
+	if !c.open {
+		c.held = append(c.held, append([]byte(nil), b...))
+		return len(b), nil
+	}
+	// Under the lock, so chunks reach the observer in order; observers
+	// do not block (they buffer, or drop a stream that falls behind).
+	c.observe(b)
+	return len(b), nil
+}
+
+// start lets chunks through to the observer, those held back first.
+func (c *capture) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open = true
+	for _, b := range c.held {
 		c.observe(b)
 	}
-	return len(b), nil
+	c.held = nil
 }
 
 // note adds a line of the service's own (it counts against the cap).

@@ -132,6 +132,8 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	if job.Observer != nil {
 		job.Observer.Started(e.ID, pid)
 	}
+	stdout.start()
+	stderr.start()
 	if pr.Stdin != nil && job.AttachPID == 0 {
 		p.Write(pr.Stdin)
 		if !pr.KeepStdin {

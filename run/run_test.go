@@ -367,3 +367,37 @@ func BenchmarkRecordOnly(b *testing.B) {
 		}
 	}
 }
+
+// orderObserver records the order of its calls.
+type orderObserver struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *orderObserver) add(s string) {
+	o.mu.Lock()
+	o.events = append(o.events, s)
+	o.mu.Unlock()
+}
+func (o *orderObserver) Started(string, int) { o.add("started") }
+func (o *orderObserver) Stdout(p []byte)     { o.add("stdout:" + string(p)) }
+func (o *orderObserver) Stderr(p []byte)     { o.add("stderr:" + string(p)) }
+
+// An observer hears that the program started before any of its output,
+// however fast the program writes.
+func TestObserverHearsStartFirst(t *testing.T) {
+	f := newFixture(t)
+	for range 5 {
+		o := &orderObserver{}
+		j := f.job("echo fast", 10*time.Second, 1<<20)
+		j.Observer = o
+		if _, err := f.r.Run(context.Background(), f.begin(t, "echo fast"), j); err != nil {
+			t.Fatal(err)
+		}
+		o.mu.Lock()
+		if len(o.events) < 2 || o.events[0] != "started" || strings.Join(o.events[1:], "") != "stdout:fast\n" {
+			t.Errorf("observer heard %q", o.events)
+		}
+		o.mu.Unlock()
+	}
+}
