@@ -128,10 +128,11 @@ func (a *admission) admit(ctx context.Context, kind Kind, tenantID string, force
 	}
 	switch {
 	case t.waiting >= a.tenantQueue():
+		holding, waiting := t.holding, t.waiting
 		a.mu.Unlock()
 		return airlock.Problem(airlock.ERATELIMITED, ProblemTenantBusy,
 			"the tenant runs %d one-shot executions, its share of this node's %d slots, and %d more wait; retry when one has finished",
-			t.holding, a.cfg.OneShot, t.waiting).RetryLater(oneShotRetry)
+			holding, a.cfg.OneShot, waiting).RetryLater(oneShotRetry)
 	case a.queued >= a.cfg.MaxQueue:
 		a.mu.Unlock()
 		return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy,
