@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -64,6 +65,9 @@ type Options struct {
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
+	// Serve, if set, returns what the loopback server serves, given the
+	// API's handler (to mount more beside it, as airlockd does).
+	Serve func(s *Stack, api http.Handler) http.Handler
 }
 
 // Stack is one node.
@@ -78,6 +82,7 @@ type Stack struct {
 	Sessions    *session.Manager
 	SessionCfg  session.Config
 	Registry    *prometheus.Registry
+	API         http.Handler // the REST API's handler
 	Server      *httptest.Server
 	URL         string
 	Logger      *slog.Logger
@@ -209,7 +214,12 @@ func New(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Server = httptest.NewServer(api.Handler())
+	s.API = api.Handler()
+	root := s.API
+	if o.Serve != nil {
+		root = o.Serve(s, s.API)
+	}
+	s.Server = httptest.NewServer(root)
 	t.Cleanup(s.Server.Close)
 	s.URL = s.Server.URL
 	return s
