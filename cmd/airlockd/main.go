@@ -31,6 +31,7 @@ import (
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/watch"
 )
 
 func envOr(key, def string) string {
@@ -289,6 +290,10 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if !loopback && o.api.metricsKey == "" {
 		logger.Warn("/metrics is closed (403): airlockd listens beyond loopback without --metrics-key", "addr", ln.Addr().String())
 	}
+	watched, err := watch.New(watch.Config{Sessions: sessions}) // GET /v1/sessions/{id}/output
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:        store,
 		Blobs:        blobs,
@@ -298,7 +303,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		MetricsKey:   o.api.metricsKey,
 		LoopbackOnly: loopback,
 		PublicURL:    o.api.publicURL,
-		Sessions:     sessions,
+		Sessions:     watched,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,
 		Logger:       logger,
@@ -306,14 +311,19 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	root, err := frontDoor(api.Handler(), store, logger)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           root,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      o.maxTimeout + 2*time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(watched.Close) // watches last as long as their sessions: end them
 	if o.debugListen != "" {
 		if err := serveDebug(o.debugListen, logger); err != nil {
 			return err

@@ -65,6 +65,9 @@ type Options struct {
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
+	// WrapSessions, if set, wraps the session service the API serves (as
+	// airlockd wraps it to let sessions be watched).
+	WrapSessions func(airlock.SessionService) airlock.SessionService
 	// Serve, if set, returns what the loopback server serves, given the
 	// API's handler (to mount more beside it, as airlockd does).
 	Serve func(s *Stack, api http.Handler) http.Handler
@@ -207,8 +210,12 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
+	var sessions airlock.SessionService = s.Sessions
+	if o.WrapSessions != nil {
+		sessions = o.WrapSessions(sessions)
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: s.Sessions,
+		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
 		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
 	})
 	if err != nil {
