@@ -109,7 +109,7 @@ func NewHandler(cfg HandlerConfig) (http.Handler, error) {
 		// every request a reverse proxy on this host passes on.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
-		Logger:                     cfg.Logger,
+		Logger:                     quiet(cfg.Logger),
 	})
 	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		c, _ := ctx.Value(callerKey{}).(*caller)

@@ -50,7 +50,7 @@ func NewServer(cfg Config) (*sdk.Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "airlock", Title: "Airlock code sandbox", Version: cfg.Version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: cfg.Logger})
+		&sdk.ServerOptions{Instructions: instructions, Logger: quiet(cfg.Logger)})
 	t := &tools{cfg: cfg}
 	t.register(srv)
 	return srv, nil
@@ -80,4 +80,26 @@ func agentID(req *sdk.CallToolRequest) string {
 		return id
 	}
 	return id + "/" + name
+}
+
+// quiet passes on the SDK's warnings and errors only: at info it logs
+// every connection, which over stateless HTTP is every request.
+func quiet(l *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{l.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
