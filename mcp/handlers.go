@@ -87,12 +87,11 @@ func (t *tools) runCell(ctx context.Context, api API, _ *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, nil, err
 	}
-	res := textResult(cellText(r))
 	// Figures go to the model as images; the structured copy leaves
 	// their base64 out rather than send it twice.
 	out := *r
 	out.Outputs = make([]airlock.CellOutput, len(r.Outputs))
-	images := 0
+	var images []sdk.Content
 	for i, o := range r.Outputs {
 		out.Outputs[i] = o
 		if o.Type != "image/png" {
@@ -100,12 +99,13 @@ func (t *tools) runCell(ctx context.Context, api API, _ *sdk.CallToolRequest, in
 		}
 		out.Outputs[i].Data = ""
 		b, err := base64.StdEncoding.DecodeString(o.Data)
-		if err != nil || len(b) > MaxImageBytes || images >= MaxImagesPerResult {
+		if err != nil || len(b) > MaxImageBytes || len(images) >= MaxImagesPerResult {
 			continue
 		}
-		res.Content = append(res.Content, &sdk.ImageContent{Data: b, MIMEType: "image/png"})
-		images++
+		images = append(images, &sdk.ImageContent{Data: b, MIMEType: "image/png"})
 	}
+	res := textResult(cellText(r, len(images)))
+	res.Content = append(res.Content, images...)
 	return res, &out, nil
 }
 

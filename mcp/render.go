@@ -59,8 +59,9 @@ func section(b *strings.Builder, name, text string, truncated bool) {
 	}
 }
 
-// cellText is the text a model reads of a cell.
-func cellText(r *airlock.CellResult) string {
+// cellText is the text a model reads of a cell; images is how many of
+// its figures follow as image content.
+func cellText(r *airlock.CellResult, images int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "context %s (%s); %d ms", r.ContextID, r.ContextState, r.DurationMS)
 	if r.TimedOut {
@@ -91,8 +92,11 @@ func cellText(r *airlock.CellResult) string {
 			fmt.Fprintf(&b, "--- output ---\n%s\n", o.Data)
 		}
 	}
-	if figures > 0 {
-		fmt.Fprintf(&b, "%d figure(s) follow as images\n", figures)
+	if images > 0 {
+		fmt.Fprintf(&b, "%d figure(s) follow as images\n", images)
+	}
+	if figures > images {
+		fmt.Fprintf(&b, "%d figure(s) left out (too large or too many)\n", figures-images)
 	}
 	if r.ContextState == airlock.ContextDead {
 		b.WriteString("The interpreter died: run_cell without context_id starts a new one (its variables are gone).\n")
