@@ -41,6 +41,8 @@ command -v node >/dev/null || need+=(nodejs)
 command -v setsid >/dev/null || need+=(util-linux)
 command -v gcc >/dev/null || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
+# The web console's browser test drives Debian's headless Chromium.
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -48,6 +48,8 @@ export AIRLOCK_STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
 export AIRLOCK_TEST_IMAGES="$AIRLOCK_STATE_DIR/images"
 export AIRLOCK_TEST_AGENT="$REPO/bin/airlock-agent"
 export AIRLOCK_TEST_REQUIRE="${AIRLOCK_TEST_REQUIRE:-1}"
+# What tests leave to look at afterwards (the console's screenshots).
+export AIRLOCK_TEST_OUTPUT="${AIRLOCK_TEST_OUTPUT:-/tmp/airlock-test-output}"
 
 step "go vet"
 go vet ./...
@@ -64,5 +66,5 @@ fi
 # -race needs cgo (setup.sh installs gcc); only the test binaries are
 # built with it, bin/ stays static.
 step "go test -race ./..."
-echo "AIRLOCK_TEST_REQUIRE=$AIRLOCK_TEST_REQUIRE; integration tests run real runsc (several minutes); log in /tmp/airlock-test.log"
+echo "AIRLOCK_TEST_REQUIRE=$AIRLOCK_TEST_REQUIRE; integration tests run real runsc (several minutes); log in /tmp/airlock-test.log; screenshots in $AIRLOCK_TEST_OUTPUT"
 CGO_ENABLED=1 go test -race -count=1 -timeout 60m ./... 2>&1 | tee /tmp/airlock-test.log

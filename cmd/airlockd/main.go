@@ -32,6 +32,7 @@ import (
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/watch"
 )
 
 func envOr(key, def string) string {
@@ -298,6 +299,10 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if !loopback && o.api.metricsKey == "" {
 		logger.Warn("/metrics is closed (403): airlockd listens beyond loopback without --metrics-key", "addr", ln.Addr().String())
 	}
+	watched, err := watch.New(watch.Config{Sessions: sessions}) // GET /v1/sessions/{id}/output
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:        store,
 		Blobs:        blobs,
@@ -307,7 +312,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		MetricsKey:   o.api.metricsKey,
 		LoopbackOnly: loopback,
 		PublicURL:    o.api.publicURL,
-		Sessions:     sessions,
+		Sessions:     watched,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,
 		Logger:       logger,
@@ -315,14 +320,19 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	handler := api.Handler()
+	// The front door: /mcp and /console beside the native API, and the
+	// E2B routes in front of all (their paths and headers never collide).
+	handler, err := frontDoor(api.Handler(), store, logger)
+	if err != nil {
+		return err
+	}
 	var e2bSrv *e2b.Server
 	if o.e2b.enabled || o.e2b.listen != "" {
 		if e2bSrv, err = newE2B(o.e2b, o.sessions, o.stateDir, sessions, store, o.egress.allowFor, logger); err != nil {
 			return err
 		}
 		if o.e2b.enabled {
-			handler = e2bSrv.Wrap(handler) // E2B's paths and headers never collide with the native API's
+			handler = e2bSrv.Wrap(handler)
 		}
 	}
 	srv := &http.Server{
@@ -333,6 +343,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(watched.Close) // watches last as long as their sessions: end them
 	if o.debugListen != "" {
 		if err := serveDebug(o.debugListen, logger); err != nil {
 			return err

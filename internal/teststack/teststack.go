@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -64,6 +65,12 @@ type Options struct {
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
+	// WrapSessions, if set, wraps the session service the API serves (as
+	// airlockd wraps it to let sessions be watched).
+	WrapSessions func(airlock.SessionService) airlock.SessionService
+	// Serve, if set, returns what the loopback server serves, given the
+	// API's handler (to mount more beside it, as airlockd does).
+	Serve func(s *Stack, api http.Handler) http.Handler
 }
 
 // Stack is one node.
@@ -78,6 +85,7 @@ type Stack struct {
 	Sessions    *session.Manager
 	SessionCfg  session.Config
 	Registry    *prometheus.Registry
+	API         http.Handler // the REST API's handler
 	Server      *httptest.Server
 	URL         string
 	Logger      *slog.Logger
@@ -202,14 +210,23 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
+	var sessions airlock.SessionService = s.Sessions
+	if o.WrapSessions != nil {
+		sessions = o.WrapSessions(sessions)
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: s.Sessions,
+		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
 		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Server = httptest.NewServer(api.Handler())
+	s.API = api.Handler()
+	root := s.API
+	if o.Serve != nil {
+		root = o.Serve(s, s.API)
+	}
+	s.Server = httptest.NewServer(root)
 	t.Cleanup(s.Server.Close)
 	s.URL = s.Server.URL
 	return s

@@ -1,0 +1,401 @@
+"""The Airlock client: one-shot runs, sessions, files and code contexts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import sse
+from .errors import TransportError, from_problem
+from .models import Artifact, CellResult, Execution, FileEntry, Session
+
+__all__ = ["Airlock", "SessionHandle", "Files", "Context"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+MAX_JSON = 64 << 20
+MAX_PROBLEM = 64 << 10
+USER_AGENT = "airlock-python/0.1"
+
+OutputCallback = Callable[[str], Any]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """The API never redirects; following one could hand the key to another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+        return None
+
+
+class Airlock:
+    """A client of one Airlock server.
+
+    ``url`` and ``key`` default to the ``AIRLOCK_URL`` and ``AIRLOCK_API_KEY``
+    environment variables (the URL to http://127.0.0.1:8080). ``timeout``
+    is the most seconds to wait for one answer; a run's own timeout is added
+    to it. Use it as a context manager, or just keep it around: it holds no
+    connection between calls.
+
+    >>> with Airlock() as al:
+    ...     r = al.run("print(6 * 7)")
+    ...     r.stdout
+    '42\\n'
+    """
+
+    def __init__(self, url: Optional[str] = None, key: Optional[str] = None, *,
+                 timeout: float = 120.0, agent_id: Optional[str] = None) -> None:
+        url = url or os.environ.get("AIRLOCK_URL") or DEFAULT_URL
+        key = key if key is not None else os.environ.get("AIRLOCK_API_KEY", "")
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            raise ValueError(f"url must be an absolute http or https URL, not {url!r}")
+        if u.query or u.fragment or "@" in u.netloc:
+            raise ValueError("url must not have a query, a fragment or credentials")
+        if any(c.isspace() or ord(c) < 0x20 for c in key):
+            raise ValueError("the API key must not contain spaces or control characters")
+        if agent_id is not None and (len(agent_id) > 200 or not all(0x20 <= ord(c) <= 0x7e for c in agent_id)):
+            raise ValueError("agent_id must be at most 200 printable ASCII characters")
+        self.url = url.rstrip("/") + "/"
+        self.key = key
+        self.timeout = timeout
+        self.agent_id = agent_id
+        self._opener = urllib.request.build_opener(_NoRedirect())
+
+    def __enter__(self) -> "Airlock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release; here for symmetry with sessions."""
+
+    def __repr__(self) -> str:
+        return f"Airlock({self.url!r})"
+
+    # ---- HTTP ----
+
+    def _request(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
+                 body: Union[bytes, IO[bytes], None] = None, json_body: Any = None,
+                 headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+                 accept: str = "application/json, application/problem+json", length: Optional[int] = None):
+        url = self.url + path.lstrip("/")
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        h = {"User-Agent": USER_AGENT, "Accept": accept}
+        if self.key:
+            h["Authorization"] = "Bearer " + self.key
+        data: Any = body
+        if json_body is not None:
+            data = json.dumps(json_body).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        elif body is not None:
+            h["Content-Type"] = "application/octet-stream"
+            if length is not None:
+                h["Content-Length"] = str(length)
+        h.update(headers or {})
+        req = urllib.request.Request(url, data=data, method=method, headers=h)
+        try:
+            return self._opener.open(req, timeout=timeout or self.timeout)
+        except urllib.error.HTTPError as e:
+            try:
+                raw = e.read(MAX_PROBLEM + 1) if e.fp is not None else b""
+            except OSError:
+                raw = b""
+            finally:
+                e.close()
+            raise from_problem(e.code, raw[:MAX_PROBLEM], e.headers or {}) from None
+        except urllib.error.URLError as e:
+            raise TransportError(f"cannot reach {self.url}: {e.reason}") from None
+        except (OSError, ValueError) as e:
+            raise TransportError(f"cannot reach {self.url}: {e}") from None
+
+    def _json(self, method: str, path: str, **kw: Any) -> Dict[str, Any]:
+        with self._request(method, path, **kw) as resp:
+            try:
+                raw = resp.read(MAX_JSON + 1)
+            except OSError as e:
+                raise TransportError(f"reading the answer: {e}") from None
+        if len(raw) > MAX_JSON:
+            raise TransportError("the answer is too large")
+        if not raw:
+            return {}
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise TransportError("the answer is not JSON") from None
+        if not isinstance(obj, dict):
+            raise TransportError("the answer is not a JSON object")
+        return obj
+
+    def _stream(self, path: str, body: Dict[str, Any], final: str, timeout: float,
+                out: Optional[OutputCallback], err: Optional[OutputCallback],
+                on_event: Optional[Callable[[str, Dict[str, Any]], Any]] = None) -> Dict[str, Any]:
+        """Posts body with Accept: text/event-stream, feeds the output to the
+        callbacks, and returns the data of the final event."""
+        sinks = {"stdout": sse.TextSink(out), "stderr": sse.TextSink(err)}
+        with self._request("POST", path, json_body=body, accept="text/event-stream, application/problem+json",
+                           timeout=timeout) as resp:
+            ctype = resp.headers.get("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise TransportError(f"expected an event stream, got {ctype!r}")
+            try:
+                for name, ev in sse.events(resp):
+                    if name in sinks:
+                        sinks[name].feed(sse.chunk_bytes(ev))
+                    elif name == final:
+                        for s in sinks.values():
+                            s.close()
+                        return ev
+                    elif name == "error":
+                        raise from_problem(int(ev.get("status") or 500), json.dumps(ev).encode(), {})
+                    elif on_event is not None:
+                        on_event(name, ev)
+            except OSError as e:
+                raise TransportError(f"the stream broke: {e}") from None
+        raise TransportError(f"the stream ended without a {final} event (the run goes on; its record is kept)")
+
+    # ---- one-shot ----
+
+    def run(self, code: str, language: str = "python", *, timeout_sec: Optional[int] = None,
+            allow_network: bool = False, image: Optional[str] = None,
+            isolation: Optional[str] = None) -> Execution:
+        """Runs ``code`` once in a fresh sandbox and returns the result.
+
+        A program that fails is a result (``exit_code``), not an exception;
+        exceptions are for requests the server refused (``BadRequest`` for an
+        unknown language, ``QuotaExceeded`` with ``retry_after``, ...).
+        """
+        body: Dict[str, Any] = {"language": language, "code": code}
+        if timeout_sec:
+            body["timeout_sec"] = timeout_sec
+        if allow_network:
+            body["allow_network"] = True
+        if image:
+            body["image"] = image
+        if isolation:
+            body["isolation"] = isolation
+        headers = {"X-Agent-Id": self.agent_id} if self.agent_id else None
+        d = self._json("POST", "v1/execute", json_body=body, headers=headers,
+                       timeout=self.timeout + (timeout_sec or 300))
+        return Execution.from_json(d, self)
+
+    def execution(self, execution_id: str) -> Execution:
+        """One execution record of this key's tenant."""
+        return Execution.from_json(self._json("GET", "v1/executions/" + _seg(execution_id)), self)
+
+    def executions(self, limit: int = 50, before: Optional[str] = None) -> List[Execution]:
+        """The tenant's latest executions, newest first."""
+        d = self._json("GET", "v1/executions", query={"limit": limit, "before": before})
+        return [Execution.from_json(e, self) for e in d.get("executions") or [] if isinstance(e, dict)]
+
+    def _artifact_bytes(self, a: Artifact) -> bytes:
+        with self._request("GET", "v1/artifacts/" + _seg(a.id), accept="*/*") as resp:
+            data = resp.read(a.size_bytes + 1 if a.size_bytes else MAX_JSON + 1)
+        if a.size_bytes and len(data) != a.size_bytes:
+            raise TransportError(f"artifact {a.filename!r}: got {len(data)} bytes, want {a.size_bytes}")
+        if a.sha256 and hashlib.sha256(data).hexdigest() != a.sha256.lower():
+            raise TransportError(f"artifact {a.filename!r}: checksum mismatch")
+        return data
+
+    def _save_artifact(self, a: Artifact, directory: str) -> str:
+        name = os.path.basename(a.filename.replace("\\", "/").rstrip("/"))
+        if name in ("", ".", ".."):
+            raise ValueError(f"artifact name {a.filename!r} cannot be saved")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name)
+        data = self._artifact_bytes(a)
+        tmp = path + ".part"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return path
+
+    # ---- sessions ----
+
+    def session(self, image: Optional[str] = None, *, size: Optional[str] = None,
+                timeout_s: Optional[int] = None, idle_timeout_s: Optional[int] = None,
+                network: Optional[Dict[str, Any]] = None, broker_scopes: Optional[Sequence[str]] = None,
+                isolation: Optional[str] = None, idempotency_key: Optional[str] = None) -> "SessionHandle":
+        """Creates a session: one sandbox for many calls. Use it in a ``with``
+        block, which deletes it at the end; else call ``close()``.
+
+        With ``idempotency_key``, a retry with the same key and arguments gets
+        the same session instead of a second one.
+        """
+        body: Dict[str, Any] = {}
+        for k, v in (("image", image), ("size", size), ("timeout_s", timeout_s),
+                     ("idle_timeout_s", idle_timeout_s), ("network", network), ("isolation", isolation)):
+            if v is not None:
+                body[k] = v
+        if broker_scopes:
+            body["broker_scopes"] = list(broker_scopes)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        d = self._json("POST", "v1/sessions", json_body=body, headers=headers, timeout=self.timeout + 120)
+        return SessionHandle(self, Session.from_json(d))
+
+    def attach(self, session_id: str) -> "SessionHandle":
+        """A handle on an existing session of this tenant."""
+        return SessionHandle(self, self.get_session(session_id))
+
+    def get_session(self, session_id: str) -> Session:
+        """A session's record."""
+        return Session.from_json(self._json("GET", "v1/sessions/" + _seg(session_id)))
+
+    def sessions(self, live: bool = True, limit: int = 50) -> List[Session]:
+        """The tenant's sessions, newest first."""
+        d = self._json("GET", "v1/sessions", query={"state": "live" if live else "all", "limit": limit})
+        return [Session.from_json(s) for s in d.get("sessions") or [] if isinstance(s, dict)]
+
+
+class SessionHandle:
+    """A live session: ``exec``, ``files``, ``context``; ``close`` deletes it."""
+
+    def __init__(self, client: Airlock, info: Session) -> None:
+        self._c = client
+        self.info = info
+        self.id = info.session_id
+        self.files = Files(client, self.id)
+        self._closed = False
+
+    def __enter__(self) -> "SessionHandle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SessionHandle({self.id!r})"
+
+    def close(self) -> Optional[Session]:
+        """Deletes the session (its sandbox and files); returns its final record.
+        A session that is already gone is not an error."""
+        if self._closed:
+            return None
+        self._closed = True
+        from .errors import Conflict, NotFound
+        try:
+            return Session.from_json(self._c._json("DELETE", "v1/sessions/" + _seg(self.id)))
+        except (NotFound, Conflict):
+            return None
+
+    def refresh(self) -> Session:
+        """The session's record now (state, usage, what is running)."""
+        self.info = self._c.get_session(self.id)
+        return self.info
+
+    def exec(self, command: Union[str, Sequence[str]], *, env: Optional[Mapping[str, str]] = None,
+             cwd: Optional[str] = None, stdin: Optional[str] = None, timeout_sec: Optional[int] = None,
+             on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None) -> Execution:
+        """Runs a command: a string is a bash command line, a list an argv.
+
+        With ``on_stdout`` or ``on_stderr``, the output is streamed to them as
+        it comes (server-sent events); the result is returned at the end
+        either way. A failing command is a result with its exit code.
+        """
+        body: Dict[str, Any] = {"shell": command} if isinstance(command, str) else {"cmd": list(command)}
+        if env:
+            body["env"] = dict(env)
+        if cwd:
+            body["cwd"] = cwd
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout_sec:
+            body["timeout_sec"] = timeout_sec
+        path = f"v1/sessions/{_seg(self.id)}/exec"
+        wait = self._c.timeout + (timeout_sec or 3600)
+        if on_stdout is None and on_stderr is None:
+            return Execution.from_json(self._c._json("POST", path, json_body=body, timeout=wait), self._c)
+        return Execution.from_json(self._c._stream(path, body, "exit", wait, on_stdout, on_stderr), self._c)
+
+    def context(self, language: str = "python") -> "Context":
+        """Starts a persistent interpreter (``python`` or ``node``) in the session."""
+        d = self._c._json("POST", f"v1/sessions/{_seg(self.id)}/contexts", json_body={"language": language})
+        return Context(self._c, self.id, str(d.get("context_id", "")), language)
+
+
+class Files:
+    """The files of a session: paths relative to /workspace, or absolute
+    under /workspace or /tmp."""
+
+    def __init__(self, client: Airlock, session_id: str) -> None:
+        self._c = client
+        self._path = f"v1/sessions/{_seg(session_id)}/files"
+
+    def write(self, path: str, data: Union[bytes, str, IO[bytes]]) -> int:
+        """Creates or replaces a file (str is written as UTF-8); returns its size."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        length = len(data) if isinstance(data, (bytes, bytearray)) else None
+        d = self._c._json("PUT", self._path, query={"path": path}, body=data, length=length,
+                          timeout=self._c.timeout + 600)
+        return int(d.get("size", 0))
+
+    def read(self, path: str) -> bytes:
+        """A file's bytes."""
+        with self._c._request("GET", self._path, query={"path": path}, accept="*/*",
+                              timeout=self._c.timeout + 600) as resp:
+            return resp.read()
+
+    def read_text(self, path: str) -> str:
+        """A file as UTF-8 text."""
+        return self.read(path).decode("utf-8")
+
+    def list(self, path: str = "") -> List[FileEntry]:
+        """The entries of a directory (the workspace by default)."""
+        d = self._c._json("GET", self._path, query={"list": 1, "path": path or None})
+        return [FileEntry.from_json(e) for e in d.get("entries") or [] if isinstance(e, dict)]
+
+    def remove(self, path: str) -> None:
+        """Removes a file or an empty directory."""
+        with self._c._request("DELETE", self._path, query={"path": path}):
+            pass
+
+
+class Context:
+    """A persistent interpreter in a session: variables and imports survive
+    between runs."""
+
+    def __init__(self, client: Airlock, session_id: str, context_id: str, language: str) -> None:
+        self._c = client
+        self.session_id = session_id
+        self.id = context_id
+        self.language = language
+
+    def __repr__(self) -> str:
+        return f"Context({self.id!r}, {self.language!r})"
+
+    def run(self, code: str, *, timeout_sec: Optional[int] = None,
+            on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None) -> CellResult:
+        """Runs a cell. The result has ``text`` (output and final value),
+        ``images`` (every figure as PNG bytes) and ``error`` if it raised."""
+        body: Dict[str, Any] = {"code": code}
+        if timeout_sec:
+            body["timeout_sec"] = timeout_sec
+        path = f"v1/sessions/{_seg(self.session_id)}/contexts/{_seg(self.id)}/run"
+        wait = self._c.timeout + (timeout_sec or 3600)
+        if on_stdout is None and on_stderr is None:
+            return CellResult.from_json(self._c._json("POST", path, json_body=body, timeout=wait))
+        return CellResult.from_json(self._c._stream(path, body, "result", wait, on_stdout, on_stderr))
+
+    def restart(self) -> None:
+        """Starts the interpreter afresh (its variables are gone)."""
+        self._c._json("POST", f"v1/sessions/{_seg(self.session_id)}/contexts/{_seg(self.id)}/restart")
+
+    def close(self) -> None:
+        """Ends the interpreter."""
+        with self._c._request("DELETE", f"v1/sessions/{_seg(self.session_id)}/contexts/{_seg(self.id)}"):
+            pass
+
+
+def _seg(s: str) -> str:
+    """One path segment, escaped."""
+    if not isinstance(s, str) or not s:
+        raise ValueError("an ID is required")
+    return urllib.parse.quote(s, safe="")

@@ -1,0 +1,178 @@
+"""Results of the Airlock API, as typed objects. Every object keeps the
+server's JSON in ``raw``, so fields added later are not lost."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def _s(d: Dict[str, Any], k: str) -> str:
+    v = d.get(k)
+    return v if isinstance(v, str) else ""
+
+
+def _i(d: Dict[str, Any], k: str) -> int:
+    v = d.get(k)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+def _b(d: Dict[str, Any], k: str) -> bool:
+    return d.get(k) is True
+
+
+@dataclass
+class Artifact:
+    """A file the program wrote; ``save`` or ``read`` fetches its bytes."""
+    id: str
+    filename: str
+    size_bytes: int
+    content_type: str
+    sha256: str
+    url: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+    _client: Any = field(repr=False, default=None, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any], client: Any = None) -> "Artifact":
+        return cls(_s(d, "id"), _s(d, "filename"), _i(d, "size_bytes"), _s(d, "content_type"),
+                   _s(d, "sha256"), _s(d, "url"), d, client)
+
+    def read(self) -> bytes:
+        """The artifact's bytes, checked against its size and SHA-256."""
+        return self._client._artifact_bytes(self)
+
+    def save(self, directory: str = ".") -> str:
+        """Writes the artifact into ``directory`` under its base name; returns the path."""
+        return self._client._save_artifact(self, directory)
+
+
+@dataclass
+class Execution:
+    """One run: what came out and how (the execution record)."""
+    execution_id: str
+    status: str
+    language: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    duration_ms: int
+    peak_memory_mb: int
+    timed_out: bool
+    oom_killed: bool
+    artifacts: List[Artifact]
+    session_id: str = ""
+    error: str = ""
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any], client: Any = None) -> "Execution":
+        arts = d.get("artifacts") or []
+        return cls(
+            _s(d, "execution_id"), _s(d, "status"), _s(d, "language"), _i(d, "exit_code"),
+            _s(d, "stdout"), _s(d, "stderr"), _b(d, "stdout_truncated"), _b(d, "stderr_truncated"),
+            _i(d, "duration_ms"), _i(d, "peak_memory_mb"), _b(d, "timed_out"), _b(d, "oom_killed"),
+            [Artifact.from_json(a, client) for a in arts if isinstance(a, dict)],
+            _s(d, "session_id"), _s(d, "error"), d)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the program exited 0."""
+        return self.status == "completed" and self.exit_code == 0
+
+    def save_artifacts(self, directory: str = ".") -> List[str]:
+        """Saves every artifact into ``directory``; returns their paths."""
+        return [a.save(directory) for a in self.artifacts]
+
+
+@dataclass
+class Session:
+    """A session's record: state, limits, usage (``raw`` has all of it)."""
+    session_id: str
+    state: str
+    image: str
+    size: str
+    expires_at: str
+    end_reason: str = ""
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Session":
+        return cls(_s(d, "session_id"), _s(d, "state"), _s(d, "image"), _s(d, "size"),
+                   _s(d, "expires_at"), _s(d, "end_reason"), d)
+
+
+@dataclass
+class FileEntry:
+    """An entry of a session's directory."""
+    name: str
+    type: str
+    size: int
+    mode: str
+    mtime: str
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FileEntry":
+        return cls(_s(d, "name"), _s(d, "type"), _i(d, "size"), _s(d, "mode"), _s(d, "mtime"))
+
+
+@dataclass
+class CellError:
+    """The exception a cell raised."""
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass
+class CellResult:
+    """What a cell did: its text, its value, its figures, its exception."""
+    context_id: str
+    execution_id: str
+    stdout: str
+    stderr: str
+    value: str
+    error: Optional[CellError]
+    outputs: List[Dict[str, str]]
+    duration_ms: int
+    timed_out: bool
+    context_state: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CellResult":
+        err = d.get("error")
+        cell_err = CellError(_s(err, "name"), _s(err, "value"), _s(err, "traceback")) if isinstance(err, dict) else None
+        outs = [o for o in (d.get("outputs") or []) if isinstance(o, dict)]
+        return cls(_s(d, "context_id"), _s(d, "execution_id"), _s(d, "stdout"), _s(d, "stderr"),
+                   _s(d, "value"), cell_err, outs, _i(d, "duration_ms"), _b(d, "timed_out"),
+                   _s(d, "context_state"), d)
+
+    @property
+    def text(self) -> str:
+        """The cell's stdout and its final value, as a reader would see them."""
+        parts = [self.stdout] if self.stdout else []
+        if self.value:
+            parts.append(self.value + "\n")
+        return "".join(parts)
+
+    @property
+    def images(self) -> List[bytes]:
+        """Every figure the cell made, as PNG bytes."""
+        out = []
+        for o in self.outputs:
+            if o.get("type") == "image/png":
+                try:
+                    out.append(base64.b64decode(o.get("data", ""), validate=True))
+                except (binascii.Error, ValueError):
+                    continue
+        return out
+
+    @property
+    def html(self) -> List[str]:
+        """The HTML forms of values that have one (a pandas DataFrame)."""
+        return [o.get("data", "") for o in self.outputs if o.get("type") == "text/html"]

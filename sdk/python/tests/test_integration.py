@@ -1,0 +1,126 @@
+"""Integration tests against a real Airlock server.
+
+They run when AIRLOCK_URL and AIRLOCK_API_KEY name one (``go test
+./sdk/python`` starts a server and sets them, with AIRLOCK_TEST_OTHER_KEY,
+a key of another tenant, and a tenant limit of one session at a time).
+"""
+
+import os
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+import airlock  # noqa: E402
+
+URL = os.environ.get("AIRLOCK_URL", "")
+KEY = os.environ.get("AIRLOCK_API_KEY", "")
+OTHER = os.environ.get("AIRLOCK_TEST_OTHER_KEY", "")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+CHART = """import matplotlib.pyplot as plt
+plt.figure(figsize=(6,3))
+plt.plot([1,2,3,4],[10,25,18,35],color="#3b82f6")
+plt.title("Agent Performance")
+plt.savefig("output.png")
+print("saved")"""
+
+
+@unittest.skipUnless(URL and KEY, "AIRLOCK_URL and AIRLOCK_API_KEY name no server")
+class ServerTest(unittest.TestCase):
+    def setUp(self):
+        self.al = airlock.Airlock(URL, KEY, agent_id="python-sdk-test")
+
+    def test_one_shot_chart(self):
+        r = self.al.run(CHART, language="python", timeout_sec=30)
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout, "saved\n")
+        self.assertEqual([a.filename for a in r.artifacts], ["output.png"])
+        with tempfile.TemporaryDirectory() as d:
+            (path,) = r.save_artifacts(d)
+            with open(path, "rb") as f:
+                self.assertTrue(f.read().startswith(PNG))
+        again = self.al.execution(r.execution_id)
+        self.assertEqual((again.exit_code, again.raw.get("agent_id")), (0, "python-sdk-test"))
+
+    def test_failing_program_is_a_result(self):
+        r = self.al.run("echo out; echo err >&2; exit 7", language="bash")
+        self.assertEqual((r.exit_code, r.stdout, r.stderr, r.ok), (7, "out\n", "err\n", False))
+
+    def test_error_mapping(self):
+        with self.assertRaises(airlock.BadRequest) as ctx:
+            self.al.run("x", language="cobol")
+        self.assertEqual((ctx.exception.type, ctx.exception.status), ("unknown-language", 400))
+        with self.assertRaises(airlock.BadRequest) as ctx:
+            self.al.run("x", language="bash", timeout_sec=100000)
+        self.assertEqual(ctx.exception.type, "timeout-out-of-range")
+        with self.assertRaises(airlock.Unauthorized):
+            airlock.Airlock(URL, "not-a-key").run("x", language="bash")
+        with self.assertRaises(airlock.NotFound):
+            self.al.execution("0" * 32)
+
+    def test_session(self):
+        key = "py-" + uuid.uuid4().hex
+        with self.al.session(image="python-ds", timeout_s=300, idempotency_key=key) as s:
+            # The same key and arguments: the same session, not a second.
+            same = self.al.session(image="python-ds", timeout_s=300, idempotency_key=key)
+            self.assertEqual(same.id, s.id)
+            # The tenant may hold one session at a time here.
+            with self.assertRaises(airlock.QuotaExceeded) as ctx:
+                self.al.session(image="base")
+            self.assertEqual(ctx.exception.type, "session-quota")
+            self.assertGreater(ctx.exception.retry_after or 0, 0)
+            if OTHER:
+                with self.assertRaises(airlock.NotFound):
+                    airlock.Airlock(URL, OTHER).attach(s.id)
+
+            # Files.
+            self.assertEqual(s.files.write("data.csv", "x,y\n1,10\n2,25\n3,18\n"), 19)
+            s.files.write("blob.bin", b"\x00\x01\xff")
+            names = {f.name: f for f in s.files.list()}
+            self.assertEqual(names["data.csv"].size, 19)
+            self.assertEqual(s.files.read("blob.bin"), b"\x00\x01\xff")
+            s.files.remove("blob.bin")
+            self.assertNotIn("blob.bin", {f.name for f in s.files.list()})
+            with self.assertRaises(airlock.NotFound):
+                s.files.read("blob.bin")
+            with self.assertRaises(airlock.BadRequest):
+                s.files.read("../etc/passwd")
+
+            # A streamed exec: the callbacks get the output as it comes,
+            # in more than one piece, before the result.
+            pieces, errs = [], []
+            stamps = []
+            e = s.exec("for i in 1 2 3; do echo line $i; sleep 0.3; done; echo bad >&2; exit 2",
+                       on_stdout=lambda t: (pieces.append(t), stamps.append(time.monotonic())),
+                       on_stderr=errs.append)
+            self.assertEqual("".join(pieces), "line 1\nline 2\nline 3\n")
+            self.assertGreater(len(pieces), 1)
+            self.assertGreater(stamps[-1] - stamps[0], 0.3)
+            self.assertEqual(("".join(errs), e.exit_code, e.stdout), ("bad\n", 2, "line 1\nline 2\nline 3\n"))
+            plain = s.exec(["wc", "-l", "data.csv"])
+            self.assertEqual(plain.stdout.split()[0], "4")
+
+            # A context with a figure.
+            py = s.context("python")
+            py.run("import pandas as pd\ndf = pd.read_csv('data.csv')")
+            cell = py.run("import matplotlib.pyplot as plt\nplt.plot(df.x, df.y)\nint(df.y.sum())")
+            self.assertEqual(cell.value, "53")
+            self.assertEqual(len(cell.images), 1)
+            self.assertTrue(cell.images[0].startswith(PNG))
+            streamed = []
+            cell = py.run("print('a'); print('b'); 1/0", on_stdout=streamed.append)
+            self.assertEqual("".join(streamed), "a\nb\n")
+            self.assertEqual(cell.error.name, "ZeroDivisionError")
+            sid = s.id
+        final = self.al.get_session(sid)
+        self.assertEqual((final.state, final.end_reason), ("destroyed", "deleted"))
+        with self.assertRaises(airlock.Conflict):
+            airlock.SessionHandle(self.al, final).exec("true")
+
+
+if __name__ == "__main__":
+    unittest.main()
