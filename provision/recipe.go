@@ -48,7 +48,11 @@ const FlavourLight = "light"
 
 // DefaultRecipes are the recipes of the shipped images.
 func DefaultRecipes() map[string]map[airlock.Language]Recipe {
-	light := Recipe{Runtime: protocol.RuntimePython, Preload: []string{"json", "random", "uuid", "secrets"}, Restore: true}
+	// The light Python boots faster than its snapshot restores: pool
+	// members are booted and readied, and a miss boots and runs python3
+	// as anywhere. The data-science one restores: its imports take
+	// longer than a restore.
+	light := Recipe{Runtime: protocol.RuntimePython, Preload: []string{"json", "random", "uuid", "secrets"}}
 	plain := map[airlock.Language]Recipe{
 		airlock.Python: light,
 		// Node is not kept warm: see protocol.RuntimePython.

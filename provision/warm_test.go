@@ -72,13 +72,11 @@ func TestRestoredClonesDiffer(t *testing.T) {
 		name string
 		code string
 	}{
-		// The data-science Python (the code imports numpy) and the light
-		// one (it imports nothing heavy): two snapshots of python-ds.
+		// The data-science Python (the code imports numpy), the one
+		// flavour restored from a snapshot.
 		{"data-science", `import json, random, uuid, secrets, numpy
 import ssl
 print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), float(numpy.random.rand()), ssl.RAND_bytes(16).hex(), random.SystemRandom().random()]))`},
-		{"light", `import json, random, uuid, secrets, ssl
-print(json.dumps([random.random(), str(uuid.uuid4()), secrets.token_hex(16), ssl.RAND_bytes(16).hex(), random.SystemRandom().random()]))`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -149,9 +147,9 @@ func TestPoolHandsOutEachMemberOnce(t *testing.T) {
 // still succeed (cold) and the snapshot is rebuilt.
 func TestCorruptSnapshotFallsBack(t *testing.T) {
 	snapDir := filepath.Join(t.TempDir(), "snapshots")
-	req := airlock.ExecuteRequest{Language: airlock.Python, Image: "base", Code: "print('ok')"}
+	req := airlock.ExecuteRequest{Language: airlock.Python, Code: "import numpy\nprint('ok')"}
 	func() {
-		h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/python")
+		h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "python-ds/python")
 		h.waitFor(t, req, airlock.StartRestore)
 	}()
 	entries, err := os.ReadDir(snapDir)
@@ -162,7 +160,7 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	if err := os.WriteFile(pages, []byte("corrupt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "base/python")
+	h := newHarness(t, snapDir, provision.PoolConfig{Disabled: true}, "python-ds/python")
 	e := h.run(t, req)
 	if e.Status != airlock.StatusCompleted || e.Stdout != "ok\n" {
 		t.Fatalf("request with a corrupt snapshot: %+v", e)
