@@ -122,7 +122,7 @@ baseline --kind runsc --code "$CHART" --requests "$NCHART"
 
 title "airlockd, pool miss (restore on demand): base snapshots, no pool"
 start --pool-max 0
-waitmetric 'airlock_snapshot_builds_total{result="built"}' 2
+waitmetric 'airlock_snapshot_builds_total{result="built"}' 1
 bench --code 'print(1)' --concurrency 1 --requests "$N" --duration 30m --warmup 2
 bench --code "$CHART" --concurrency 1 --requests "$NCHART" --duration 30m --warmup 1
 stop
