@@ -28,7 +28,7 @@ PID=""
 cleanup() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
 	for m in $(awk -v w="$WORK" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
-	for c in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
+	for c in /sys/fs/cgroup/*/"$PARENT"* /sys/fs/cgroup/"$PARENT"*; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -38,8 +38,27 @@ if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
 	exit 1
 fi
 
+# Every process of a measured series runs in a cgroup of this run, so its
+# CPU is counted whatever else runs on the machine: airlockd and its runsc
+# commands in $PARENT-daemon, its sandboxes under $PARENT, each baseline
+# with its runsc processes and sandboxes in $PARENT-baseline.
+acctdir() { # name: the cpuacct cgroup of this run with that suffix
+	if [ -d /sys/fs/cgroup/cpuacct ]; then echo "/sys/fs/cgroup/cpuacct/$PARENT$1"; else echo "/sys/fs/cgroup/$PARENT$1"; fi
+}
+usage() { # name: CPU nanoseconds of that cgroup so far
+	local d; d="$(acctdir "$1")"
+	if [ -f "$d/cpuacct.usage" ]; then cat "$d/cpuacct.usage"
+	elif [ -f "$d/cpu.stat" ]; then awk '/usage_usec/ {print $2 * 1000}' "$d/cpu.stat"
+	else echo 0; fi
+}
+mkdir -p "$(acctdir -daemon)" "$(acctdir -baseline)"
+inacct() { # name command...: run the command in that cgroup
+	local d; d="$(acctdir "$1")"; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$d" "$@"
+}
+
 start() { # flags...
-	"$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
+	inacct -daemon "$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
 		--cgroup-parent "$PARENT" --log-level warn --tenant-share 1 --warm-sessions "" "$@" >>"$WORK/airlockd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 300); do
@@ -61,28 +80,28 @@ waitmetric() { # name minimum
 	return 1
 }
 title() { printf '\n### %s\n' "$*"; }
-baseline() { "$BIN/airlock" baseline --state-dir "$STATE" "$@" | sed 's/^/    /'; }
-
-# CPU accounting, in nanoseconds: the whole machine's busy time, the
-# sandboxes' cgroups, and airlockd's own threads (not its children: the
-# runsc commands it runs, and the sandboxes it reaps, whose time the
-# kernel adds to its children's when they end; the sandboxes' is in
-# their cgroups, the commands' in the machine's total).
-busy() { awk '/^cpu / {printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e7}' /proc/stat; }
-sandboxes() {
-	if [ -f "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage" ]; then cat "/sys/fs/cgroup/cpuacct/$PARENT/cpuacct.usage"
-	elif [ -f "/sys/fs/cgroup/$PARENT/cpu.stat" ]; then awk '/usage_usec/ {print $2 * 1000}' "/sys/fs/cgroup/$PARENT/cpu.stat"
-	else echo 0; fi
+# baseline ARGS...: airlock baseline, with its CPU-seconds per run (all
+# of its processes: runsc commands, sandboxes, gofers).
+baseline() {
+	local c0 out
+	c0=$(usage -baseline)
+	out=$(inacct -baseline "$BIN/airlock" baseline --state-dir "$STATE" "$@")
+	echo "$out" | sed 's/^/    /'
+	echo "$out" | awk -v c0="$c0" -v c1="$(usage -baseline)" '
+		/ runs \(/ {for (i = 1; i <= NF; i++) if ($(i+1) == "runs") n = $i}
+		END { if (n > 0) printf "      CPU per run: %.3f s (runsc, its sandbox and gofer)\n", (c1 - c0) / n / 1e9 }'
 }
-daemon() { awk '{printf "%.0f\n", ($14 + $15) * 1e7}' "/proc/$PID/stat"; }
+
+# The whole machine's busy time (for context: other engineers' work is in it).
+busy() { awk '/^cpu / {printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e7}' /proc/stat; }
 
 # bench ARGS...: airlock bench, with the pool misses and the CPU-seconds
 # per execution of the series.
 bench() {
 	local m0 s0 d0 h0 out
-	m0=$(busy); s0=$(sandboxes); d0=$(daemon); h0=$(metricsum airlock_pool_misses_total)
+	m0=$(busy); s0=$(usage ""); d0=$(usage -daemon); h0=$(metricsum airlock_pool_misses_total)
 	out=$("$BIN/airlock" bench --json "$@")
-	echo "$out" | awk -v m0="$m0" -v m1="$(busy)" -v s0="$s0" -v s1="$(sandboxes)" -v d0="$d0" -v d1="$(daemon)" \
+	echo "$out" | awk -v m0="$m0" -v m1="$(busy)" -v s0="$s0" -v s1="$(usage "")" -v d0="$d0" -v d1="$(usage -daemon)" \
 		-v h0="$h0" -v h1="$(metricsum airlock_pool_misses_total)" '
 		/"requests"/ {gsub(/[^0-9]/, "", $2); req = $2}
 		/"ok"/ {gsub(/[^0-9]/, "", $2); ok = $2}
@@ -94,7 +113,7 @@ bench() {
 		END {
 			n = ok > 0 ? ok : 1
 			printf "    %d requests, %d ok, %d errors, %.0f/min, p50 %.1f ms, p99 %.1f ms, pool misses %d\n", req, ok, errs, tpm, p50, p99, h1 - h0
-			printf "    CPU per execution: %.3f s in all (the machine), of which sandboxes %.3f s, airlockd %.3f s, the rest (runsc commands, the kernel, anything else running) %.3f s\n", (m1 - m0) / n / 1e9, (s1 - s0) / n / 1e9, (d1 - d0) / n / 1e9, ((m1 - m0) - (s1 - s0) - (d1 - d0)) / n / 1e9
+			printf "    CPU per execution: %.3f s: sandboxes (their kernels, gofers) %.3f s, airlockd with its runsc commands and tools %.3f s (the whole machine, with whatever else ran: %.3f s)\n", ((s1 - s0) + (d1 - d0)) / n / 1e9, (s1 - s0) / n / 1e9, (d1 - d0) / n / 1e9, (m1 - m0) / n / 1e9
 		}'
 }
 
