@@ -28,10 +28,7 @@ func TestAirlockdAPIFlags(t *testing.T) {
 	testenv.RequireRoot(t)
 	runsc := testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
-	agent := os.Getenv("AIRLOCK_TEST_AGENT")
-	if agent == "" {
-		t.Skip("skipped: AIRLOCK_TEST_AGENT is not set; scripts/test.sh sets it to the agent the images carry")
-	}
+	agent := testenv.Agent(t)
 	tmp, err := os.MkdirTemp("", "airlock-apiflags-")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,11 +138,11 @@ func TestStoreUnavailable(t *testing.T) {
 	})
 	t.Run("disk full", func(t *testing.T) {
 		if os.Geteuid() != 0 {
-			t.Skip("skipped: needs root (mounts a small tmpfs)")
+			testreq.Skip(t, "skipped: needs root (mounts a small tmpfs)")
 		}
 		dir := t.TempDir()
 		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
-			t.Skipf("skipped: cannot mount a tmpfs: %v", err)
+			testreq.Skipf(t, "skipped: cannot mount a tmpfs: %v", err)
 		}
 		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 		db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})

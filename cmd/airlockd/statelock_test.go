@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestLockStateDir(t *testing.T) {
 	// A stale PID (of a process that has exited) is simply overwritten.
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run true: %v", err)
+		testreq.Skipf(t, "skipped: cannot run true: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, stateLockName), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
 	l, err := lockStateDir(dir)
