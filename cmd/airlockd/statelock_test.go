@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // The state directory's lock: a second holder is refused with an error
