@@ -31,6 +31,7 @@ func main() {
 	nsinit.RunIfAsked()      // the namespaces backend's init stage: execs the agent, never returns
 	agent.RunHelperIfAsked() // starting a program under a memory limit: never returns
 	agent.HardenInit()
+	agent.ReserveThreads(16) // before any code can use up the process limit
 	ignoreSIGPIPE()
 	workspace := flag.String("workspace", "/workspace", "absolute path of the workspace")
 	flag.Parse()
