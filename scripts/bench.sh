@@ -28,7 +28,9 @@ PID=""
 cleanup() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
 	for m in $(awk -v w="$WORK" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
-	for c in /sys/fs/cgroup/*/"$PARENT"* /sys/fs/cgroup/"$PARENT"*; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
+	for c in /sys/fs/cgroup/*/"$PARENT"* /sys/fs/cgroup/"$PARENT"*; do
+		[ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+	done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -57,8 +59,8 @@ inacct() { # name command...: run the command in that cgroup
 	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$d" "$@"
 }
 
-start() { # flags...
-	inacct -daemon "$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
+start() { # flags... (sh execs airlockd: $! is airlockd)
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$(acctdir -daemon)" "$BIN/airlockd" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
 		--cgroup-parent "$PARENT" --log-level warn --tenant-share 1 --warm-sessions "" "$@" >>"$WORK/airlockd.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 300); do
@@ -85,7 +87,7 @@ title() { printf '\n### %s\n' "$*"; }
 baseline() {
 	local c0 out
 	c0=$(usage -baseline)
-	out=$(inacct -baseline "$BIN/airlock" baseline --state-dir "$STATE" "$@")
+	out=$(inacct -baseline "$BIN/airlock" baseline --state-dir "$STATE" --cgroup-parent "$PARENT-baseline" "$@")
 	echo "$out" | sed 's/^/    /'
 	echo "$out" | awk -v c0="$c0" -v c1="$(usage -baseline)" '
 		/ runs \(/ {for (i = 1; i <= NF; i++) if ($(i+1) == "runs") n = $i}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ flags:
   --requests N         runs (default 20, at most 10000)
   --warmup N           runs first, not counted (default 2)
   --concurrency N      workers running back to back (default 1, at most 64)
+  --cgroup-parent P    put each runsc sandbox in the cgroup P/<id> (as
+                       airlockd does), so its CPU can be counted there
   --duration D         with --concurrency: run for D (e.g. 60s) instead of
                        --requests runs, and report the throughput
   --json               print the summary as JSON
@@ -56,6 +59,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("baseline", baselineUsage, std.err)
 	var kind, stateDir, imageName, lang, code, file string
 	var requests, warmup, concurrency int
+	var cgroupParent string
 	var duration time.Duration
 	var asJSON, codeSet bool
 	fs.StringVar(&kind, "kind", "", "")
@@ -68,6 +72,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&requests, "requests", 20, "")
 	fs.IntVar(&warmup, "warmup", 2, "")
 	fs.IntVar(&concurrency, "concurrency", 1, "")
+	fs.StringVar(&cgroupParent, "cgroup-parent", "", "")
 	fs.DurationVar(&duration, "duration", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -124,7 +129,11 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 			cmd = exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "bash", "-c", script, "bash", img.Rootfs}, argv...)...)
 		case "runsc":
 			bundle := filepath.Join(work, "b"+strconv.Itoa(i))
-			if err := writeBaselineBundle(bundle, img, argv); err != nil {
+			cg := ""
+			if cgroupParent != "" {
+				cg = "/" + strings.Trim(cgroupParent, "/") + "/baseline-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
+			}
+			if err := writeBaselineBundle(bundle, img, argv, cg); err != nil {
 				return 0, err
 			}
 			defer os.RemoveAll(bundle)
@@ -211,7 +220,7 @@ func interpreterArgv(lang airlock.Language) ([]string, error) {
 
 // writeBaselineBundle writes a minimal OCI bundle: the image read-only, a
 // gVisor-internal tmpfs at /tmp as the working directory, uid 1000.
-func writeBaselineBundle(dir string, img *airlock.Image, argv []string) error {
+func writeBaselineBundle(dir string, img *airlock.Image, argv []string, cgroupsPath string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -228,7 +237,10 @@ func writeBaselineBundle(dir string, img *airlock.Image, argv []string) error {
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
 		},
-		Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}}},
+		Linux: &specs.Linux{
+			CgroupsPath: cgroupsPath,
+			Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}},
+		},
 	}
 	b, err := json.Marshal(&s)
 	if err != nil {
