@@ -222,8 +222,13 @@ type Session struct {
 	Usage        SessionUsage  `json:"usage"`
 	// Backend names the backend that runs the session's sandbox, and
 	// StartSource how the sandbox was obtained (pool, restore or cold).
-	Backend        string `json:"backend,omitempty"`
-	StartSource    string `json:"start_source,omitempty"`
+	Backend     string `json:"backend,omitempty"`
+	StartSource string `json:"start_source,omitempty"`
+	// SandboxID is the backend's ID of the session's sandbox, by which a
+	// restarted server reattaches it: a pool member keeps the name it
+	// was readied under. Empty in records older than the field, whose
+	// sandbox is named "ss-" + ID.
+	SandboxID      string `json:"-"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// RequestHash identifies the creating request, for idempotent retries.
 	RequestHash  string     `json:"-"`

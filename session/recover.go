@@ -90,14 +90,23 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionDestroyed, "")
 	}
 	tenant, err := m.cfg.Store.TenantByID(ctx, s.TenantID)
-	if err != nil {
+	switch {
+	case airlock.ErrorCode(err) == airlock.ENOTFOUND:
+		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionDestroyed, "the server restarted and the session's tenant no longer exists")
+	case err != nil:
+		// The store failed: leave the sandbox alone (the start stops
+		// before the reconciler runs) for a start that can read it.
 		return Recovery{}, err
 	}
 	var network *airlock.NetworkRequest
 	if s.Network.HasNetwork() || len(s.BrokerScopes) > 0 {
 		network = &airlock.NetworkRequest{TenantID: s.TenantID, SessionID: s.ID, Policy: s.Network, BrokerScopes: s.BrokerScopes}
 	}
-	lease, err := m.cfg.Provisioner.Reattach(ctx, tenant, s.Backend, "ss-"+s.ID, s.StartSource, network)
+	sandboxID := s.SandboxID
+	if sandboxID == "" {
+		sandboxID = "ss-" + s.ID
+	}
+	lease, err := m.cfg.Provisioner.Reattach(ctx, tenant, s.Backend, sandboxID, s.StartSource, network)
 	if err != nil {
 		m.cfg.Logger.Warn("a session's sandbox could not be reattached; the session is ended", "session", s.ID, "err", err)
 		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionDestroyed,
@@ -131,7 +140,10 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 	}
 	runs, err := m.cfg.Store.RunningExecutions(ctx, s.ID)
 	if err != nil {
-		lease.Destroy(ctx)
+		// As above: the sandbox stays, for a start whose store answers.
+		if derr := lease.Detach(ctx); derr != nil {
+			m.cfg.Logger.Warn("letting go of a reattached sandbox", "session", s.ID, "err", derr)
+		}
 		return Recovery{}, err
 	}
 	m.mu.Lock()

@@ -187,6 +187,7 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	l.mu.Lock()
 	l.lease = lease
 	l.rec.StartSource = lease.StartSource()
+	l.rec.SandboxID = lease.Sandbox().ID()
 	if l.rec.State == airlock.SessionDestroying { // deleted while it was made
 		l.mu.Unlock()
 		m.finish(ctx, l, lease, airlock.SessionDestroyed)

@@ -43,11 +43,11 @@ func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
 	_, err = db.write.ExecContext(ctx, `INSERT INTO sessions (
 		id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 		request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-		backend, start_source
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', ?, ?, ?)`,
+		backend, start_source, sandbox_id
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', ?, ?, ?, ?)`,
 		id, s.TenantID, s.Image, string(s.Size), string(airlock.SessionCreating), limits, network,
 		usage, s.IdempotencyKey, s.RequestHash, nanos(created), nanos(stamp(s.ExpiresAt, now)),
-		nanos(stamp(s.LastActiveAt, now)), string(scopes), s.Backend, s.StartSource)
+		nanos(stamp(s.LastActiveAt, now)), string(scopes), s.Backend, s.StartSource, s.SandboxID)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(s.TenantID)
@@ -73,7 +73,7 @@ func sessionJSON(s *airlock.Session) (limits, network, usage string, err error) 
 
 // UpdateSession writes the mutable fields of the tenant's session: state,
 // limits, usage, expiry, last activity, the end, and how its sandbox was
-// obtained (backend, start source). The identifying fields
+// obtained (backend, start source, sandbox ID). The identifying fields
 // set at creation are not changed. ENOTFOUND if the tenant has no such
 // session; ECONFLICT if it has already ended (a final state is final).
 func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
@@ -90,10 +90,10 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 	err = db.inWriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET
 			state = ?, limits = ?, network = ?, usage = ?, expires_at = ?, last_active_at = ?,
-			ended_at = ?, end_reason = ?, end_detail = ?, backend = ?, start_source = ?
+			ended_at = ?, end_reason = ?, end_detail = ?, backend = ?, start_source = ?, sandbox_id = ?
 			WHERE id = ? AND tenant_id = ? AND state NOT IN ('destroyed', 'failed')`,
 			string(s.State), limits, network, usage, nanos(s.ExpiresAt), nanos(s.LastActiveAt),
-			nullNanos(s.EndedAt), s.EndReason, s.EndDetail, s.Backend, s.StartSource, s.ID, s.TenantID)
+			nullNanos(s.EndedAt), s.EndReason, s.EndDetail, s.Backend, s.StartSource, s.SandboxID, s.ID, s.TenantID)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 
 const sessionColumns = `id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 	request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-	backend, start_source`
+	backend, start_source, sandbox_id`
 
 func scanSession(row interface{ Scan(...any) error }) (*airlock.Session, error) {
 	var s airlock.Session
@@ -126,7 +126,7 @@ func scanSession(row interface{ Scan(...any) error }) (*airlock.Session, error) 
 	var ended sql.NullInt64
 	err := row.Scan(&s.ID, &s.TenantID, &s.Image, &s.Size, &s.State, &limits, &network, &usage,
 		&s.IdempotencyKey, &s.RequestHash, &created, &expires, &active, &ended, &s.EndReason, &s.EndDetail, &scopes,
-		&s.Backend, &s.StartSource)
+		&s.Backend, &s.StartSource, &s.SandboxID)
 	if err != nil {
 		return nil, err
 	}

@@ -102,9 +102,12 @@ func recoverSessions(ctx context.Context, m *session.Manager, logger *slog.Logge
 			"programs_adopted", rep.Adopted, "runs_interrupted", rep.Interrupted, "took", time.Since(start))
 	}
 	if err != nil {
-		// A session that could not be taken back is ended and recorded;
-		// only a store that fails stops the start.
-		logger.Error("recovering sessions", "err", err)
+		// A session whose sandbox could not be taken back is ended and
+		// recorded, which is no error; what is left is a store that
+		// failed. The start stops then, before the reconciler would end
+		// sandboxes whose sessions are still live in the store: the
+		// next start takes them back.
+		return fmt.Errorf("recovering sessions (their sandboxes are left running for the next start): %w", err)
 	}
 	return nil
 }
