@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock/protocol"
@@ -88,23 +89,72 @@ func acceptAgent(ctx context.Context, dir string, timeout time.Duration) (*proto
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	for {
-		ln.SetDeadline(deadline)
-		conn, err := ln.Accept()
-		if err != nil {
-			return nil, fmt.Errorf("gvisor: the agent did not call back within %s: %w", timeout, err)
+	ln.SetDeadline(deadline)
+	// Every caller is heard at once, each with its own short deadline to
+	// prove itself, so code in the sandbox that dials the socket again
+	// and again (it can see it) cannot hold the agent's call back until
+	// the timeout; past helloParallel callers waiting, more are closed
+	// unheard.
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	won := make(chan *protocol.Client, 1)
+	sem := make(chan struct{}, helloParallel)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	accepted := make(chan error, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			select {
+			case sem <- struct{}{}:
+			default:
+				conn.Close()
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				c := protocol.NewClient(conn)
+				cctx, ccancel := context.WithTimeout(hctx, helloTimeout)
+				h, err := c.WaitHello(cctx)
+				ccancel()
+				if err == nil && h.TokenMatches(string(token)) {
+					select {
+					case won <- c:
+						cancel() // the others give up now
+						return
+					default:
+					}
+				}
+				c.Close()
+			}()
 		}
-		c := protocol.NewClient(conn)
-		hd := time.Now().Add(2 * time.Second)
-		if deadline.Before(hd) {
-			hd = deadline
-		}
-		hctx, cancel := context.WithDeadline(ctx, hd)
-		h, err := c.WaitHello(hctx)
+	}()
+	select {
+	case c := <-won:
+		ln.Close()
+		<-accepted
+		return c, nil
+	case err := <-accepted:
 		cancel()
-		if err == nil && h.TokenMatches(string(token)) {
+		wg.Wait()
+		select {
+		case c := <-won:
 			return c, nil
+		default:
 		}
-		c.Close()
+		return nil, fmt.Errorf("gvisor: the agent did not call back within %s: %w", timeout, err)
 	}
 }
+
+// helloParallel bounds the callers of a channel heard at once, and
+// helloTimeout how long each may take to prove itself.
+const (
+	helloParallel = 16
+	helloTimeout  = 2 * time.Second
+)
