@@ -563,6 +563,15 @@ func cgroupDirs(parent string) []string {
 	return out
 }
 
+// cgroupDirsOf is cgroupDirs of every parent.
+func cgroupDirsOf(parents []string) []string {
+	var out []string
+	for _, p := range parents {
+		out = append(out, cgroupDirs(p)...)
+	}
+	return out
+}
+
 // cgroupChildren lists every cgroup below the parent, in every hierarchy.
 func cgroupChildren(parent string) []string {
 	var out []string
@@ -581,6 +590,12 @@ func cgroupChildren(parent string) []string {
 // failure midway: the airlockd children, processes of their sandboxes,
 // mounts, cgroups and the state directory.
 func crashCleanup(t *testing.T, tmp, parent string, daemons []*daemon) {
+	crashCleanupParents(t, tmp, []string{parent}, daemons)
+}
+
+// crashCleanupParents is crashCleanup for sandboxes under several cgroup
+// parents (gVisor's, and the namespaces backend's beside it).
+func crashCleanupParents(t *testing.T, tmp string, parents []string, daemons []*daemon) {
 	for _, d := range daemons {
 		if d.running() {
 			syscall.Kill(d.pid(), syscall.SIGKILL)
@@ -605,7 +620,7 @@ func crashCleanup(t *testing.T, tmp, parent string, daemons []*daemon) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, d := range cgroupDirs(parent) {
+	for _, d := range cgroupDirsOf(parents) {
 		// Kill whatever is still in the cgroups (stubs whose command line
 		// does not name tmp).
 		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
@@ -631,7 +646,7 @@ func crashCleanup(t *testing.T, tmp, parent string, daemons []*daemon) {
 			}
 		}
 	}
-	for _, d := range cgroupDirs(parent) {
+	for _, d := range cgroupDirsOf(parents) {
 		var dirs []string
 		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
 			if err == nil && de.IsDir() {

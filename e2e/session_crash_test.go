@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,10 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "x = 41 + 1"}); err != nil {
 		t.Fatal(err)
 	}
+	py2, err := c.CreateContext(ctx, sess.ID, airlock.ContextPython)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A session with a network: it comes back with its network, served
 	// by the new airlockd's proxy and resolver under its allow list.
 	netSess, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base",
@@ -99,7 +104,15 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	for round, r := range restarts {
 		mark := fmt.Sprintf("go%d", round)
 		execDone := startLongExec(ctx, t, c, sess.ID, mark)
+		// A cell running in a second context: the agent keeps no result
+		// of a cell, so its record must say it was interrupted, and its
+		// context must live on.
+		cellMark := fmt.Sprintf("cellgo%d", round)
+		cellDone := startLongCell(ctx, t, c, sess.ID, py2.ID, cellMark)
 		r.stop(d)
+		if err := <-cellDone; err == nil {
+			t.Fatalf("%s: the cell returned a result after airlockd went", r.name)
+		}
 		if err := <-execDone; err == nil {
 			t.Fatalf("%s: the exec returned a result after airlockd went", r.name)
 		}
@@ -148,6 +161,29 @@ func TestSessionSurvivesRestart(t *testing.T) {
 				}
 			}
 			return false
+		})
+		// The cell's record says it was interrupted; its context, once
+		// the cell has ended, runs the next one.
+		waitFor(t, 30*time.Second, r.name+": the interrupted cell's record", func() bool {
+			page, err := c.ListExecutions(ctx, 0, "")
+			if err != nil {
+				return false
+			}
+			interrupted := 0 // one cell per round so far
+			for _, e := range page.Executions {
+				if e.SessionID == sess.ID && e.Language == airlock.Python && e.Status == airlock.StatusFailed &&
+					strings.Contains(e.Error, "interrupted") {
+					interrupted++
+				}
+			}
+			return interrupted == round+1
+		})
+		if _, err := c.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "touch /workspace/" + cellMark}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, r.name+": the second context after its interrupted cell", func() bool {
+			res, err := c.RunCell(ctx, sess.ID, py2.ID, airlock.RunCellRequest{Code: "21 * 2"})
+			return err == nil && res.Value == "42"
 		})
 		// The networked session: its resolver answers again, refusing a
 		// name off the list, and the new airlockd records that.
@@ -224,6 +260,32 @@ func startLongExec(ctx context.Context, t *testing.T, c *client.Client, id, mark
 		t.Fatalf("the long command did not start: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("the long command printed nothing within a minute")
+	}
+	return done
+}
+
+// startLongCell starts a cell in context cid that prints, then waits
+// for the file mark; it returns once the first line arrived, and the
+// call's error comes on the channel.
+func startLongCell(ctx context.Context, t *testing.T, c *client.Client, id, cid, mark string) <-chan error {
+	t.Helper()
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.RunCellStreaming(ctx, id, cid, airlock.RunCellRequest{
+			Code: "import os, time\nprint('cell " + mark + "', flush=True)\n" +
+				"while not os.path.exists('/workspace/" + mark + "'):\n    time.sleep(0.05)\n",
+			TimeoutSec: 600,
+		}, writerFunc(func([]byte) { once.Do(func() { close(started) }) }), io.Discard)
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the long cell did not start: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the long cell printed nothing within a minute")
 	}
 	return done
 }

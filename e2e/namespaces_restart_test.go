@@ -1,0 +1,103 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// TestNamespacesSessionEndsWithRestart: a session on the namespaces
+// backend cannot outlive airlockd (its sandboxes are airlockd's
+// children and speak over its pipes). After SIGKILL the next start
+// records it as ended with end_reason server_restarted and leaves
+// nothing of it on the host; a clean stop, which keeps gVisor sessions,
+// ends a namespaces session with end_reason shutdown, and leaves nothing
+// either.
+func TestNamespacesSessionEndsWithRestart(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireRunsc(t)
+	testenv.Image(t, "base")
+	agent := testenv.Agent(t)
+	tmp, err := os.MkdirTemp("", "airlock-ns-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := "airlock-nsr-" + testenv.RandomID()
+	var daemons []*daemon
+	t.Cleanup(func() { crashCleanupParents(t, tmp, []string{parent, parent + "-namespaces"}, daemons) })
+	bin := buildAirlockd(t, tmp)
+	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
+	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
+		"--namespaces", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
+		"--egress-prefix", "nr" + testenv.RandomID()[:4]}
+
+	d := startDaemon(t, bin, args)
+	daemons = append(daemons, d)
+	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(keyBytes))
+	setFirstParty(t, tmp, "default")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	for _, r := range []struct {
+		name   string
+		stop   func(*daemon)
+		reason string
+	}{
+		{"SIGKILL", func(d *daemon) { d.kill(t) }, airlock.EndServerRestarted},
+		{"SIGTERM", func(d *daemon) { d.stop(t) }, airlock.EndShutdown},
+	} {
+		c := newClient(t, d.url, key)
+		sess, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", Isolation: airlock.IsolationContainer})
+		if err != nil {
+			t.Fatalf("%s: create a namespaces session: %v", r.name, err)
+		}
+		if sess.Backend != "namespaces" {
+			t.Fatalf("%s: the session runs on %q, want namespaces", r.name, sess.Backend)
+		}
+		if e, err := c.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "echo up"}); err != nil || e.Stdout != "up\n" {
+			t.Fatalf("%s: exec: %+v %v", r.name, e, err)
+		}
+		r.stop(d)
+		d = startDaemon(t, bin, args)
+		daemons = append(daemons, d)
+		c = newClient(t, d.url, key)
+		got, err := c.Session(ctx, sess.ID)
+		if err != nil || got.State.Live() || got.EndReason != r.reason {
+			t.Errorf("%s: the namespaces session after the restart: %+v %v, want ended with %s", r.name, got, err, r.reason)
+		}
+		waitFor(t, 30*time.Second, r.name+": nothing of the namespaces sandbox left", func() bool {
+			return len(cgroupChildren(parent+"-namespaces")) == 0 && len(mountsUnder(t, filepath.Join(tmp, "namespaces", "sandboxes"))) == 0
+		})
+	}
+	d.stop(t)
+}
+
+// setFirstParty marks a tenant first-party in the store of the state
+// directory (airlockd reads the tenant on every request).
+func setFirstParty(t *testing.T, stateDir, name string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tn, err := db.TenantByName(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetTenantFirstParty(ctx, tn.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}
