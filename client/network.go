@@ -30,6 +30,30 @@ func (c *Client) SessionEgress(ctx context.Context, id string, f airlock.EgressF
 	if err := needID("session", id); err != nil {
 		return nil, err
 	}
+	var p airlock.EgressPage
+	if _, err := c.call(ctx, http.MethodGet, sessionPath(id, "egress"), egressQuery(f), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ExecutionEgress returns a page of a one-shot run's egress audit log,
+// newest first: GET /v1/executions/{id}/egress. Only Limit, Before, Kind
+// and Verdict of the filter are used. A run without a network has an
+// empty log; another tenant's run is not found.
+func (c *Client) ExecutionEgress(ctx context.Context, id string, f airlock.EgressFilter) (*airlock.EgressPage, error) {
+	if err := needID("execution", id); err != nil {
+		return nil, err
+	}
+	var p airlock.EgressPage
+	if _, err := c.call(ctx, http.MethodGet, "v1/executions/"+url.PathEscape(id)+"/egress", egressQuery(f), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// egressQuery is the query of GET .../egress for f.
+func egressQuery(f airlock.EgressFilter) url.Values {
 	q := url.Values{}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
@@ -43,9 +67,5 @@ func (c *Client) SessionEgress(ctx context.Context, id string, f airlock.EgressF
 	if f.Verdict != "" {
 		q.Set("verdict", f.Verdict)
 	}
-	var p airlock.EgressPage
-	if _, err := c.call(ctx, http.MethodGet, sessionPath(id, "egress"), q, nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return q
 }

@@ -1,7 +1,8 @@
 // Package console is Airlock's web console: a page served at /console/
 // that shows a tenant what ran (executions with their phases and
 // artifacts, images inline), its sessions (state, limits, usage, the live
-// output of what runs in them, files) and their egress log. It is plain
+// output of what runs in them, files) and the egress log of sessions and
+// of networked one-shot runs. It is plain
 // HTML, CSS and JavaScript embedded in the binary: no build step.
 //
 // It owns the page's assets and the headers they are served with (a

@@ -55,6 +55,11 @@ type Config struct {
 	// Sessions serves /v1/sessions and everything under it; nil answers
 	// 501 sessions-disabled.
 	Sessions airlock.SessionService
+	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
+	// audit log of one-shot runs; nil means Store, when it keeps the log
+	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
+	// is empty.
+	EgressLog airlock.EgressStore
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte

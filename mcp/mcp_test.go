@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/mcp"
 	"github.com/airlockhq/airlock/provision"
@@ -259,6 +262,7 @@ func TestMCP(t *testing.T) {
 				sessionRoundTrip(t, cs, other)
 			})
 			t.Run("errors", func(t *testing.T) { toolErrors(t, cs) })
+			t.Run("policy", func(t *testing.T) { policyRefusals(t, cs, a) })
 		})
 	}
 }
@@ -416,6 +420,83 @@ func toolErrors(t *testing.T, cs *sdk.ClientSession) {
 	// An unknown tool is the protocol's error.
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "rm_rf", Arguments: map[string]any{}}); err == nil {
 		t.Errorf("unknown tool: no error")
+	}
+}
+
+// policyRefusals: what the tenant's policy forbids (an isolation below its
+// floor; a network when it has no allow list) is refused through MCP as
+// the REST API refuses it, with the same problem, as a tool error and
+// never a protocol error, and nothing is run or recorded.
+func policyRefusals(t *testing.T, cs *sdk.ClientSession, tn teststack.Tenant) {
+	ctx := context.Background()
+	if tn.FirstParty {
+		t.Fatal("the tenant must not be first-party: its floor is then container isolation")
+	}
+	before, err := tn.Client.ListExecutions(ctx, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		tool string
+		args map[string]any
+		// rest makes the same request through the REST API.
+		rest   func() error
+		status int
+		slug   string
+	}{
+		{"run_code below the floor", "run_code",
+			map[string]any{"language": "bash", "code": "echo ran", "isolation": "container"},
+			func() error {
+				_, err := tn.Client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo ran", Isolation: airlock.IsolationContainer})
+				return err
+			}, 403, airlock.ProblemIsolationNotAllowed},
+		{"run_code with a network, no allow list", "run_code",
+			map[string]any{"language": "bash", "code": "echo ran", "allow_network": true},
+			func() error {
+				_, err := tn.Client.Execute(ctx, airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo ran", AllowNetwork: true})
+				return err
+			}, 403, "network-unavailable"},
+		{"create_session below the floor", "create_session",
+			map[string]any{"image": "base", "isolation": "container"},
+			func() error {
+				_, _, err := tn.Client.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", Isolation: airlock.IsolationContainer})
+				return err
+			}, 403, airlock.ProblemIsolationNotAllowed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var ce *client.Error
+			if err := c.rest(); !errors.As(err, &ce) || ce.Status != c.status || ce.Type != client.ProblemTypePrefix+c.slug {
+				t.Fatalf("REST: %v, want HTTP %d %s", err, c.status, c.slug)
+			}
+			res := call(t, cs, c.tool, c.args)
+			if !res.IsError {
+				t.Fatalf("not a tool error: %s", text(res))
+			}
+			want := fmt.Sprintf("(problem %s, HTTP %d)", c.slug, c.status)
+			if got := text(res); !strings.Contains(got, want) || !strings.Contains(got, ce.Detail) {
+				t.Errorf("tool error %q, want the REST API's %q and %q", got, want, ce.Detail)
+			}
+			if res.StructuredContent != nil || len(images(res)) > 0 {
+				t.Errorf("a refusal carries a result: %v", res.StructuredContent)
+			}
+		})
+	}
+	after, err := tn.Client.ListExecutions(ctx, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Executions) != len(before.Executions) {
+		t.Errorf("refused runs were recorded: %d executions, were %d", len(after.Executions), len(before.Executions))
+	}
+	sessions, err := tn.Client.ListSessions(ctx, client.ListSessionsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions.Sessions {
+		if s.State.Live() {
+			t.Errorf("a refused session is live: %+v", s)
+		}
 	}
 }
 

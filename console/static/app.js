@@ -214,6 +214,7 @@ async function renderExecution(signal, id) {
   ];
   if (e.error) facts.push(['Error', e.error]);
   const arts = h('div', { class: 'artifacts' });
+  const egress = h('div', { id: 'execution-egress' });
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '#/executions' }, '← Executions')),
     h('h1', {}, `Execution ${e.execution_id}`),
@@ -224,7 +225,8 @@ async function renderExecution(signal, id) {
         phaseBar(e.phases_ms), phaseLegend(e.phases_ms))),
     h('h2', {}, 'stdout' + (e.stdout_truncated ? ' (cut at the limit)' : '')), e.stdout ? h('pre', { tabindex: 0, 'aria-label': 'stdout' }, e.stdout) : h('p', { class: 'muted' }, '(empty)'),
     h('h2', {}, 'stderr' + (e.stderr_truncated ? ' (cut at the limit)' : '')), e.stderr ? h('pre', { tabindex: 0, 'aria-label': 'stderr' }, e.stderr) : h('p', { class: 'muted' }, '(empty)'),
-    h('h2', {}, `Artifacts (${(e.artifacts || []).length})`), arts);
+    h('h2', {}, `Artifacts (${(e.artifacts || []).length})`), arts,
+    h('section', { 'aria-labelledby': 'eegress-h' }, h('h2', { id: 'eegress-h' }, 'Egress'), egress));
   for (const a of e.artifacts || []) {
     const card = h('figure', { class: 'card artifact' });
     const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.id), null, signal);
@@ -238,7 +240,26 @@ async function renderExecution(signal, id) {
     }
     arts.append(card);
   }
+  showExecutionEgress(e, egress, signal);
   announce(`Execution ${e.execution_id}`);
+}
+
+// showExecutionEgress puts the latest egress events of a one-shot run in
+// box; a run in a session points to the session's log, which has them.
+async function showExecutionEgress(e, box, signal) {
+  if (e.session_id) {
+    box.append(h('p', {}, h('a', { href: '#/egress?session=' + encodeURIComponent(e.session_id) }, 'The egress log of its session')));
+    return;
+  }
+  try {
+    const page = await getJSON(egressPath({ kind: 'execution', id: e.execution_id }), { limit: 20 }, signal);
+    box.replaceChildren(
+      page.events.length ? egressTable(page.events, 'The run\'s latest egress events, newest first')
+        : h('p', { class: 'muted' }, e.had_network_attempt ? 'No egress events.' : 'No egress events: the run reached for no network.'),
+      h('p', {}, h('a', { href: '#/egress?execution=' + encodeURIComponent(e.execution_id) }, 'The egress log of this run, with filters')));
+  } catch (err) {
+    if (err.name !== 'AbortError') box.replaceChildren(errorBox(err));
+  }
 }
 
 // ---------- sessions ----------
@@ -388,38 +409,76 @@ async function follow(id, out, state, signal) {
 
 // ---------- egress ----------
 
-async function renderEgress(signal, params) {
-  show(h('h1', {}, 'Egress'), h('p', { class: 'muted' }, 'Loading…'));
-  const sessions = (await getJSON('v1/sessions', { state: 'all', limit: 100 }, signal)).sessions;
-  const pick = params.get('session') || (sessions[0] && sessions[0].session_id) || '';
-  const kind = params.get('kind') || '', verdict = params.get('verdict') || '';
-  const sel = (id, label, value, options) => h('label', { for: id }, label,
-    h('select', { id, name: id }, options.map(([v, t]) => h('option', { value: v, selected: v === value }, t))));
-  const form = h('form', {
-    class: 'toolbar', onsubmit: ev => {
-      ev.preventDefault();
-      const q = new URLSearchParams();
-      for (const n of ['session', 'kind', 'verdict']) { const v = form.elements[n].value; if (v) q.set(n, v); }
-      location.hash = '#/egress?' + q.toString();
-    },
-  },
-  sel('session', 'Session', pick, sessions.map(s => [s.session_id, `${s.session_id} (${s.state})`])),
-  sel('kind', 'Kind', kind, [['', 'any'], ['connection', 'connection'], ['dns', 'dns'], ['broker', 'broker'], ['drops', 'drops'], ['policy', 'policy']]),
-  sel('verdict', 'Verdict', verdict, [['', 'any'], ['allowed', 'allowed'], ['denied', 'denied'], ['closed', 'closed'], ['failed', 'failed']]),
-  h('button', { type: 'submit' }, 'Show'));
-  const body = h('div', {});
-  show(h('h1', {}, 'Egress'), h('p', { class: 'muted' }, 'Every connection, DNS query and broker call a session\'s sandbox made, allowed or denied.'), form, body);
-  if (!pick) { body.append(h('p', { class: 'muted' }, 'No sessions yet.')); return; }
-  const page = await getJSON(`v1/sessions/${encodeURIComponent(pick)}/egress`, { limit: 200, kind, verdict }, signal);
-  const rows = page.events.map(e => h('tr', {},
+// egressTable renders egress events (newest first) as a table.
+function egressTable(events, caption) {
+  const rows = events.map(e => h('tr', {},
     h('td', {}, when(e.time)), h('td', {}, e.kind), h('td', {}, badge(e.verdict)),
     h('td', { class: 'wrap' }, [e.name, e.port ? ':' + e.port : ''].join('')),
     h('td', { class: 'hide-narrow' }, e.protocol || ''),
     h('td', { class: 'hide-narrow' }, `${bytes(e.bytes_up)} / ${bytes(e.bytes_down)}`),
     h('td', { class: 'wrap' }, [e.reason, (e.flags || []).join(' ')].filter(Boolean).join('; '))));
-  body.append(page.events.length
-    ? table([['Time'], ['Kind'], ['Verdict'], ['Destination'], ['Protocol', 'hide-narrow'], ['Up / down', 'hide-narrow'], ['Reason']], rows, 'Egress events, newest first')
-    : h('p', { class: 'muted' }, 'No egress events match.'));
+  return table([['Time'], ['Kind'], ['Verdict'], ['Destination'], ['Protocol', 'hide-narrow'], ['Up / down', 'hide-narrow'], ['Reason']], rows, caption);
+}
+
+// egressPath is the API path of the log of a session or an execution.
+function egressPath(src) {
+  return (src.kind === 'execution' ? 'v1/executions/' : 'v1/sessions/') + encodeURIComponent(src.id) + '/egress';
+}
+
+// renderEgress shows the egress log of one session or one one-shot run
+// (?session= or ?execution=), filtered by kind and verdict.
+async function renderEgress(signal, params) {
+  show(h('h1', {}, 'Egress'), h('p', { class: 'muted' }, 'Loading…'));
+  const [sp, ep] = await Promise.all([
+    getJSON('v1/sessions', { state: 'all', limit: 100 }, signal),
+    getJSON('v1/executions', { limit: 100 }, signal)]);
+  const sessions = sp.sessions;
+  // One-shot runs whose code reached for the network (the others have
+  // empty logs); the one asked for is listed even when it is older.
+  const runs = ep.executions.filter(e => !e.session_id && e.had_network_attempt);
+  let src = null;
+  if (params.get('execution')) src = { kind: 'execution', id: params.get('execution') };
+  else if (params.get('session')) src = { kind: 'session', id: params.get('session') };
+  else if (sessions[0]) src = { kind: 'session', id: sessions[0].session_id };
+  else if (runs[0]) src = { kind: 'execution', id: runs[0].execution_id };
+  const value = src ? src.kind + ':' + src.id : '';
+  const sessionOpts = sessions.map(s => ['session:' + s.session_id, `${s.session_id} (${s.state})`]);
+  const runOpts = runs.map(e => ['execution:' + e.execution_id, `${e.execution_id} (${e.language}, ${when(e.created_at)})`]);
+  if (src && src.kind === 'session' && !sessions.some(s => s.session_id === src.id)) sessionOpts.unshift([value, src.id]);
+  if (src && src.kind === 'execution' && !runs.some(e => e.execution_id === src.id)) runOpts.unshift([value, src.id]);
+  const opt = v => ([ov, t]) => h('option', { value: ov, selected: ov === v }, t);
+  const sel = (id, label, v, options) => h('label', { for: id }, label,
+    h('select', { id, name: id }, options.map(opt(v))));
+  const source = h('label', { for: 'source' }, 'Source',
+    h('select', { id: 'source', name: 'source' },
+      sessionOpts.length ? h('optgroup', { label: 'Sessions' }, sessionOpts.map(opt(value))) : null,
+      runOpts.length ? h('optgroup', { label: 'One-shot runs with a network' }, runOpts.map(opt(value))) : null));
+  const kind = params.get('kind') || '', verdict = params.get('verdict') || '';
+  const form = h('form', {
+    class: 'toolbar', onsubmit: ev => {
+      ev.preventDefault();
+      const q = new URLSearchParams();
+      const [k, ...id] = form.elements.source.value.split(':');
+      if (id.length) q.set(k === 'execution' ? 'execution' : 'session', id.join(':'));
+      for (const n of ['kind', 'verdict']) { const v = form.elements[n].value; if (v) q.set(n, v); }
+      location.hash = '#/egress?' + q.toString();
+    },
+  },
+  source,
+  sel('kind', 'Kind', kind, [['', 'any'], ['connection', 'connection'], ['dns', 'dns'], ['broker', 'broker'], ['drops', 'drops'], ['policy', 'policy']]),
+  sel('verdict', 'Verdict', verdict, [['', 'any'], ['allowed', 'allowed'], ['denied', 'denied'], ['closed', 'closed'], ['failed', 'failed']]),
+  h('button', { type: 'submit' }, 'Show'));
+  const body = h('div', { id: 'egress-log' });
+  show(h('h1', {}, 'Egress'),
+    h('p', { class: 'muted' }, 'Every connection, DNS query and broker call a sandbox made, allowed or denied: a session\'s, or a one-shot run\'s that had a network.'),
+    form, body);
+  if (!src) { body.append(h('p', { class: 'muted' }, 'No sessions or networked runs yet.')); return; }
+  const page = await getJSON(egressPath(src), { limit: 200, kind, verdict }, signal);
+  const link = src.kind === 'execution'
+    ? h('a', { href: '#/executions/' + encodeURIComponent(src.id) }, 'execution ' + src.id)
+    : h('a', { href: '#/sessions/' + encodeURIComponent(src.id) }, 'session ' + src.id);
+  body.append(h('p', { class: 'muted' }, 'The log of ', link, kind || verdict ? ` (${[kind, verdict].filter(Boolean).join(', ')} only)` : ''),
+    page.events.length ? egressTable(page.events, 'Egress events, newest first') : h('p', { class: 'muted' }, 'No egress events match.'));
   announce(`${page.events.length} egress events`);
 }
 

@@ -66,6 +66,7 @@ class ServerTest(unittest.TestCase):
         key = "py-" + uuid.uuid4().hex
         with self.al.session(image="python-ds", timeout_s=300, idempotency_key=key) as s:
             # The same key and arguments: the same session, not a second.
+            self.assertIsInstance(s, airlock.Session)
             same = self.al.session(image="python-ds", timeout_s=300, idempotency_key=key)
             self.assertEqual(same.id, s.id)
             # The tenant may hold one session at a time here.
@@ -83,6 +84,12 @@ class ServerTest(unittest.TestCase):
             names = {f.name: f for f in s.files.list()}
             self.assertEqual(names["data.csv"].size, 19)
             self.assertEqual(s.files.read("blob.bin"), b"\x00\x01\xff")
+            with self.assertRaises(airlock.TooLarge):
+                s.files.read("data.csv", max_bytes=10)
+            with tempfile.TemporaryFile() as f:
+                self.assertEqual(s.files.read_to("data.csv", f), 19)
+                f.seek(0)
+                self.assertEqual(f.read(), b"x,y\n1,10\n2,25\n3,18\n")
             s.files.remove("blob.bin")
             self.assertNotIn("blob.bin", {f.name for f in s.files.list()})
             with self.assertRaises(airlock.NotFound):
@@ -116,10 +123,12 @@ class ServerTest(unittest.TestCase):
             self.assertEqual("".join(streamed), "a\nb\n")
             self.assertEqual(cell.error.name, "ZeroDivisionError")
             sid = s.id
+        self.assertTrue(s.closed)
         final = self.al.get_session(sid)
+        self.assertIsInstance(final, airlock.SessionInfo)
         self.assertEqual((final.state, final.end_reason), ("destroyed", "deleted"))
         with self.assertRaises(airlock.Conflict):
-            airlock.SessionHandle(self.al, final).exec("true")
+            airlock.Session(self.al, final).exec("true")
 
 
 if __name__ == "__main__":

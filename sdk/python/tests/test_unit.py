@@ -45,7 +45,10 @@ class Stub(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"type":"urn:airlock:problem:route-not-found","title":"Not Found","status":404,"detail":"no route","code":"not_found"}')
             return
-        handler(self, body)
+        try:
+            handler(self, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (a capped read)
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve
 
@@ -151,6 +154,77 @@ class StubTest(unittest.TestCase):
         s.close()  # twice is fine
         self.assertEqual(len(Stub.seen), 2)
 
+    def test_session_is_the_context_manager(self):
+        Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s1", "state": "ready", "image": "base"})
+        Stub.routes[("GET", "/v1/sessions/s1")] = reply(200, {"session_id": "s1", "state": "ready", "size": "small"})
+        Stub.routes[("DELETE", "/v1/sessions/s1")] = reply(200, {"session_id": "s1", "state": "destroyed", "end_reason": "deleted"})
+        s = self.al.session()
+        self.assertIsInstance(s, airlock.Session)
+        self.assertIsInstance(s.info, airlock.SessionInfo)
+        self.assertEqual((s.info.image, repr(s)), ("base", "Session('s1')"))
+        info = self.al.get_session("s1")
+        self.assertIsInstance(info, airlock.SessionInfo)
+        self.assertFalse(hasattr(info, "__enter__"))
+        # Leaving the block by an exception still deletes the session.
+        with self.assertRaises(KeyError):
+            with s:
+                self.assertFalse(s.closed)
+                raise KeyError("boom")
+        self.assertTrue(s.closed)
+        self.assertEqual([(m, p) for m, p, _, _ in Stub.seen],
+                         [("POST", "/v1/sessions"), ("GET", "/v1/sessions/s1"), ("DELETE", "/v1/sessions/s1")])
+        with self.al.attach("s1") as again:
+            self.assertIsInstance(again, airlock.Session)
+            self.assertEqual(again.info.size, "small")
+        self.assertEqual(Stub.seen[-1][:2], ("DELETE", "/v1/sessions/s1"))
+
+    def test_files_read_is_bounded_and_read_to_streams(self):
+        Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s1", "state": "ready"})
+        s = self.al.session()
+        blob = bytes(range(256)) * 8192  # 2 MiB
+        Stub.routes[("GET", "/v1/sessions/s1/files")] = reply(200, raw=blob, ctype="application/octet-stream")
+        self.assertEqual(s.files.read("big.bin"), blob)
+        with self.assertRaises(airlock.TooLarge) as ctx:
+            s.files.read("big.bin", max_bytes=1 << 20)
+        self.assertEqual((ctx.exception.status, ctx.exception.type), (0, "read-too-large"))
+        self.assertIn("read_to", str(ctx.exception))
+        buf = io.BytesIO()
+        self.assertEqual(s.files.read_to("big.bin", buf), len(blob))
+        self.assertEqual(buf.getvalue(), blob)
+        with tempfile.TemporaryDirectory() as d:
+            dst = os.path.join(d, "big.bin")
+            self.assertEqual(s.files.read_to("big.bin", dst), len(blob))
+            with open(dst, "rb") as f:
+                self.assertEqual(f.read(), blob)
+
+        # Without a Content-Length the cap holds while reading.
+        def unsized(req, body):
+            req.send_response(200)
+            req.send_header("Content-Type", "application/octet-stream")
+            req.end_headers()
+            req.wfile.write(blob)
+        Stub.routes[("GET", "/v1/sessions/s1/files")] = unsized
+        with self.assertRaises(airlock.TooLarge):
+            s.files.read("big.bin", max_bytes=1000)
+        self.assertEqual(s.files.read("big.bin"), blob)
+
+        # A download cut short is an error, and leaves no file behind.
+        def cut(req, body):
+            req.send_response(200)
+            req.send_header("Content-Type", "application/octet-stream")
+            req.send_header("Content-Length", str(len(blob)))
+            req.end_headers()
+            req.wfile.write(blob[:1000])
+        Stub.routes[("GET", "/v1/sessions/s1/files")] = cut
+        with self.assertRaises(airlock.TransportError):
+            s.files.read("big.bin")
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(airlock.TransportError):
+                s.files.read_to("big.bin", os.path.join(d, "big.bin"))
+            self.assertEqual(os.listdir(d), [])
+        with self.assertRaises(ValueError):
+            s.files.read("big.bin", max_bytes=-1)
+
     def test_streamed_exec_keeps_characters_whole(self):
         Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s1", "state": "ready"})
         # "é" is c3 a9: split between two chunks, each sent as base64.
@@ -178,8 +252,22 @@ class StubTest(unittest.TestCase):
             b'event: start\ndata: {"execution_id":"e1","pid":3}\n\n',
             b'event: error\ndata: {"type":"urn:airlock:problem:server-restarting","status":503,"code":"unavailable","detail":"restart"}\n\n',
         ])
-        with self.assertRaises(airlock.Unavailable):
+        with self.assertRaises(airlock.Unavailable) as ctx:
             s.exec("x", on_stdout=print)
+        self.assertEqual((ctx.exception.type, ctx.exception.retry_after), ("server-restarting", None))
+        # An error event that says when to retry keeps it; a status that is
+        # not an error status is taken as 500.
+        for data, cls, retry in [
+            (b'{"type":"urn:airlock:problem:store-busy","status":503,"code":"unavailable","retry_after":2}', airlock.Unavailable, 2.0),
+            (b'{"type":"urn:airlock:problem:session-quota","status":429,"code":"rate_limited","retry_after":"7"}', airlock.QuotaExceeded, 7.0),
+            (b'{"status":"soon","retry_after":true}', airlock.ServerError, None),
+            (b'{"status":200,"retry_after":1e400}', airlock.ServerError, None),
+            (b'{"status":99999999999999999999,"retry_after":-3}', airlock.ServerError, 0.0),
+        ]:
+            Stub.routes[("POST", "/v1/sessions/s1/exec")] = stream([b"event: error\ndata: " + data + b"\n\n"])
+            with self.assertRaises(cls) as ctx:
+                s.exec("x", on_stdout=print)
+            self.assertEqual(ctx.exception.retry_after, retry, data)
         Stub.routes[("POST", "/v1/sessions/s1/exec")] = stream([b'event: stdout\ndata: {"data":"x"}\n\n'])
         with self.assertRaises(airlock.TransportError):
             s.exec("x", on_stdout=lambda t: None)

@@ -5,7 +5,7 @@
 >>> r = al.run("print(1 + 1)")
 >>> r.stdout, r.exit_code
 ('2\\n', 0)
->>> with al.session(image="python-ds") as s:
+>>> with al.session(image="python-ds") as s:   # a Session; deleted at the end
 ...     s.files.write("data.csv", "x,y\\n1,2\\n")
 ...     s.exec("wc -l data.csv", on_stdout=print)
 ...     cell = s.context("python").run("import pandas as pd; pd.read_csv('data.csv').plot()")
@@ -14,17 +14,17 @@
 Only the standard library is used.
 """
 
-from .client import Airlock, Context, Files, SessionHandle
+from .client import Airlock, Context, Files, Session
 from .errors import (AirlockError, BadRequest, Conflict, Forbidden, NotFound, NotSupported,
                      QuotaExceeded, ServerError, TooLarge, TransportError, Unauthorized,
                      Unavailable, Unprocessable)
-from .models import Artifact, CellError, CellResult, Execution, FileEntry, Session
+from .models import Artifact, CellError, CellResult, Execution, FileEntry, SessionInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Airlock", "SessionHandle", "Files", "Context",
-    "Execution", "Artifact", "Session", "FileEntry", "CellResult", "CellError",
+    "Airlock", "Session", "Files", "Context",
+    "Execution", "Artifact", "SessionInfo", "FileEntry", "CellResult", "CellError",
     "AirlockError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "TooLarge", "Unprocessable", "QuotaExceeded", "ServerError", "NotSupported",
     "Unavailable", "TransportError",

@@ -11,14 +11,16 @@ import urllib.request
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import sse
-from .errors import TransportError, from_problem
-from .models import Artifact, CellResult, Execution, FileEntry, Session
+from .errors import TooLarge, TransportError, from_problem
+from .models import Artifact, CellResult, Execution, FileEntry, SessionInfo
 
-__all__ = ["Airlock", "SessionHandle", "Files", "Context"]
+__all__ = ["Airlock", "Session", "Files", "Context"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 MAX_JSON = 64 << 20
 MAX_PROBLEM = 64 << 10
+MAX_READ = 64 << 20  # the most Files.read holds in memory unless told otherwise
+COPY_CHUNK = 1 << 20
 USER_AGENT = "airlock-python/0.1"
 
 OutputCallback = Callable[[str], Any]
@@ -154,7 +156,7 @@ class Airlock:
                             s.close()
                         return ev
                     elif name == "error":
-                        raise from_problem(int(ev.get("status") or 500), json.dumps(ev).encode(), {})
+                        raise from_problem(_status(ev.get("status")), json.dumps(ev).encode(), {})
                     elif on_event is not None:
                         on_event(name, ev)
             except OSError as e:
@@ -222,9 +224,13 @@ class Airlock:
     def session(self, image: Optional[str] = None, *, size: Optional[str] = None,
                 timeout_s: Optional[int] = None, idle_timeout_s: Optional[int] = None,
                 network: Optional[Dict[str, Any]] = None, broker_scopes: Optional[Sequence[str]] = None,
-                isolation: Optional[str] = None, idempotency_key: Optional[str] = None) -> "SessionHandle":
-        """Creates a session: one sandbox for many calls. Use it in a ``with``
-        block, which deletes it at the end; else call ``close()``.
+                isolation: Optional[str] = None, idempotency_key: Optional[str] = None) -> "Session":
+        """Creates a session: one sandbox for many calls, returned as a
+        ``Session``. Use it in a ``with`` block, which deletes it at the end
+        (also when the block raises); else call ``close()``::
+
+            with al.session(image="python-ds") as s:
+                s.exec("python3 -V")
 
         With ``idempotency_key``, a retry with the same key and arguments gets
         the same session instead of a second one.
@@ -238,42 +244,51 @@ class Airlock:
             body["broker_scopes"] = list(broker_scopes)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         d = self._json("POST", "v1/sessions", json_body=body, headers=headers, timeout=self.timeout + 120)
-        return SessionHandle(self, Session.from_json(d))
+        return Session(self, SessionInfo.from_json(d))
 
-    def attach(self, session_id: str) -> "SessionHandle":
-        """A handle on an existing session of this tenant."""
-        return SessionHandle(self, self.get_session(session_id))
+    def attach(self, session_id: str) -> "Session":
+        """An existing session of this tenant, to act on (and, in a ``with``
+        block, delete at the end)."""
+        return Session(self, self.get_session(session_id))
 
-    def get_session(self, session_id: str) -> Session:
+    def get_session(self, session_id: str) -> SessionInfo:
         """A session's record."""
-        return Session.from_json(self._json("GET", "v1/sessions/" + _seg(session_id)))
+        return SessionInfo.from_json(self._json("GET", "v1/sessions/" + _seg(session_id)))
 
-    def sessions(self, live: bool = True, limit: int = 50) -> List[Session]:
-        """The tenant's sessions, newest first."""
+    def sessions(self, live: bool = True, limit: int = 50) -> List[SessionInfo]:
+        """The tenant's sessions' records, newest first."""
         d = self._json("GET", "v1/sessions", query={"state": "live" if live else "all", "limit": limit})
-        return [Session.from_json(s) for s in d.get("sessions") or [] if isinstance(s, dict)]
+        return [SessionInfo.from_json(s) for s in d.get("sessions") or [] if isinstance(s, dict)]
 
 
-class SessionHandle:
-    """A live session: ``exec``, ``files``, ``context``; ``close`` deletes it."""
+class Session:
+    """A live session, as ``Airlock.session`` makes it: ``exec``, ``files``,
+    ``context``. It is a context manager: leaving the ``with`` block
+    deletes the session (its sandbox and files), as ``close`` does.
+    ``info`` is its record (a ``SessionInfo``) as last read."""
 
-    def __init__(self, client: Airlock, info: Session) -> None:
+    def __init__(self, client: Airlock, info: SessionInfo) -> None:
         self._c = client
         self.info = info
         self.id = info.session_id
         self.files = Files(client, self.id)
         self._closed = False
 
-    def __enter__(self) -> "SessionHandle":
+    def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SessionHandle({self.id!r})"
+        return f"Session({self.id!r})"
 
-    def close(self) -> Optional[Session]:
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (the ``with`` block was left)."""
+        return self._closed
+
+    def close(self) -> Optional[SessionInfo]:
         """Deletes the session (its sandbox and files); returns its final record.
         A session that is already gone is not an error."""
         if self._closed:
@@ -281,11 +296,11 @@ class SessionHandle:
         self._closed = True
         from .errors import Conflict, NotFound
         try:
-            return Session.from_json(self._c._json("DELETE", "v1/sessions/" + _seg(self.id)))
+            return SessionInfo.from_json(self._c._json("DELETE", "v1/sessions/" + _seg(self.id)))
         except (NotFound, Conflict):
             return None
 
-    def refresh(self) -> Session:
+    def refresh(self) -> SessionInfo:
         """The session's record now (state, usage, what is running)."""
         self.info = self._c.get_session(self.id)
         return self.info
@@ -337,15 +352,70 @@ class Files:
                           timeout=self._c.timeout + 600)
         return int(d.get("size", 0))
 
-    def read(self, path: str) -> bytes:
-        """A file's bytes."""
-        with self._c._request("GET", self._path, query={"path": path}, accept="*/*",
-                              timeout=self._c.timeout + 600) as resp:
-            return resp.read()
+    def read(self, path: str, max_bytes: int = MAX_READ) -> bytes:
+        """A file's bytes, held in memory: at most ``max_bytes`` (64 MiB by
+        default). A larger file raises ``TooLarge`` (``status`` 0: the
+        limit is this call's, not the server's) before its bytes are read;
+        use ``read_to`` to stream it to a file instead."""
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        with self._open(path) as resp:
+            size = _content_length(resp)
+            if size is not None and size > max_bytes:
+                raise TooLarge(f"{path!r} is {size} bytes, over max_bytes={max_bytes}; use files.read_to",
+                               type="read-too-large")
+            try:
+                data = resp.read(max_bytes + 1)
+            except OSError as e:
+                raise TransportError(f"reading {path!r}: {e}") from None
+        if len(data) > max_bytes:
+            raise TooLarge(f"{path!r} is over max_bytes={max_bytes}; use files.read_to", type="read-too-large")
+        if size is not None and len(data) != size:
+            raise TransportError(f"reading {path!r}: got {len(data)} bytes, want {size} (the download was cut)")
+        return data
 
-    def read_text(self, path: str) -> str:
-        """A file as UTF-8 text."""
-        return self.read(path).decode("utf-8")
+    def read_to(self, path: str, dest: Union[IO[bytes], str, "os.PathLike[str]"]) -> int:
+        """Streams a file of any size into ``dest``, a binary file object or
+        a local path, in chunks of 1 MiB; returns the bytes written. A local
+        path is written whole or not at all (through ``dest.part``, renamed
+        at the end); a cut download raises ``TransportError``."""
+        if isinstance(dest, (str, os.PathLike)):
+            target = os.fspath(dest)
+            tmp = target + ".part"
+            try:
+                with open(tmp, "wb") as f:
+                    n = self.read_to(path, f)
+                os.replace(tmp, target)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+            return n
+        n = 0
+        with self._open(path) as resp:
+            size = _content_length(resp)
+            while True:
+                try:
+                    chunk = resp.read(COPY_CHUNK)
+                except OSError as e:
+                    raise TransportError(f"reading {path!r}: {e}") from None
+                if not chunk:
+                    break
+                dest.write(chunk)
+                n += len(chunk)
+        if size is not None and n != size:
+            raise TransportError(f"reading {path!r}: got {n} bytes, want {size} (the download was cut)")
+        return n
+
+    def read_text(self, path: str, max_bytes: int = MAX_READ) -> str:
+        """A file as UTF-8 text (at most ``max_bytes``, as ``read``)."""
+        return self.read(path, max_bytes).decode("utf-8")
+
+    def _open(self, path: str):
+        return self._c._request("GET", self._path, query={"path": path}, accept="*/*",
+                                timeout=self._c.timeout + 600)
 
     def list(self, path: str = "") -> List[FileEntry]:
         """The entries of a directory (the workspace by default)."""
@@ -392,6 +462,20 @@ class Context:
         """Ends the interpreter."""
         with self._c._request("DELETE", f"v1/sessions/{_seg(self.session_id)}/contexts/{_seg(self.id)}"):
             pass
+
+
+def _content_length(resp: Any) -> Optional[int]:
+    v = resp.headers.get("Content-Length")
+    if v is None or not v.strip().isdigit():
+        return None
+    return int(v)
+
+
+def _status(v: Any) -> int:
+    """The status member of an error event: an HTTP error status, else 500."""
+    if isinstance(v, int) and not isinstance(v, bool) and 400 <= v <= 599:
+        return v
+    return 500
 
 
 def _seg(s: str) -> str:

@@ -130,12 +130,26 @@ def _text(v: Any, limit: int = 2000) -> str:
     return "".join(c if c.isprintable() else "?" for c in v[:limit])
 
 
+def _retry_member(v: Any) -> Optional[float]:
+    """A problem document's ``retry_after`` member (seconds), if it is one."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        return parse_retry_after(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return min(max(float(v), 0.0), MAX_RETRY_AFTER)
+    return None
+
+
 def from_problem(status: int, body: bytes, headers: Mapping[str, str]) -> AirlockError:
-    """Builds the exception a non-2xx response stands for.
+    """Builds the exception a non-2xx response, or an ``error`` event of a
+    stream, stands for.
 
     The problem document's ``code`` picks the class, else the status does.
     A body that is not a problem document still gives an error of the
-    status's class.
+    status's class. ``retry_after`` comes from the Retry-After header, or,
+    where there is none (an error event of a stream has no headers of its
+    own), from the document's ``retry_after`` member in seconds.
     """
     doc: Dict[str, Any] = {}
     try:
@@ -153,6 +167,9 @@ def from_problem(status: int, body: bytes, headers: Mapping[str, str]) -> Airloc
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status)
     if cls is None:
         cls = ServerError if status >= 500 else BadRequest
+    retry = parse_retry_after(headers.get("Retry-After"))
+    if retry is None:
+        retry = _retry_member(doc.get("retry_after"))
     msg = detail or title or f"HTTP {status}"
     if slug:
         msg = f"{msg} ({slug}, HTTP {status})"
@@ -160,4 +177,4 @@ def from_problem(status: int, body: bytes, headers: Mapping[str, str]) -> Airloc
         msg = f"{msg} (HTTP {status})"
     return cls(msg, status=status, type=slug, title=title, detail=detail, code=code,
                instance=_text(doc.get("instance"), 300),
-               retry_after=parse_retry_after(headers.get("Retry-After")))
+               retry_after=retry)

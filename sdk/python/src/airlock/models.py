@@ -90,8 +90,9 @@ class Execution:
 
 
 @dataclass
-class Session:
-    """A session's record: state, limits, usage (``raw`` has all of it)."""
+class SessionInfo:
+    """A session's record: state, limits, usage (``raw`` has all of it).
+    It is data only; the live session you act on is ``airlock.Session``."""
     session_id: str
     state: str
     image: str
@@ -101,7 +102,7 @@ class Session:
     raw: Dict[str, Any] = field(repr=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "Session":
+    def from_json(cls, d: Dict[str, Any]) -> "SessionInfo":
         return cls(_s(d, "session_id"), _s(d, "state"), _s(d, "image"), _s(d, "size"),
                    _s(d, "expires_at"), _s(d, "end_reason"), d)
 
