@@ -116,15 +116,21 @@ stop
 fi # ONLY
 
 title "restart with $LIVE live sessions: airlockd start to all of them taken back (SIGKILL, $ROUNDS rounds)"
-RESTART=(--warm "" --warm-sessions "" --pool-max 0 --max-sessions "$((LIVE + 8))" --max-sessions-per-tenant "$LIVE")
+# airlockd's defaults for sessions (python-ds/small from the warm pool):
+# the sessions are a mix of pool members, named for the pool, and
+# sandboxes booted for themselves, and both kinds must come back.
+RESTART=(--warm "" --max-sessions "$((LIVE + 8))" --max-sessions-per-tenant "$LIVE")
 start "${RESTART[@]}"
 ids=()
 for i in $(seq "$LIVE"); do
-	id=$(api "$AIRLOCK_URL/v1/sessions" -d '{"image": "python-ds", "timeout_s": 3600}' | sed -E 's/.*"session_id":"([0-9a-f]+)".*/\1/')
+	doc=$(api "$AIRLOCK_URL/v1/sessions" -d '{"image": "python-ds", "timeout_s": 3600}')
+	echo "$doc" >>"$WORK/created.json"
+	id=$(echo "$doc" | sed -E 's/.*"session_id":"([0-9a-f]+)".*/\1/')
 	api "$AIRLOCK_URL/v1/sessions/$id/exec" -d '{"shell": "echo kept > kept.txt"}' >/dev/null
 	ids+=("$id")
 done
-echo "    $LIVE sessions live; load average $(cut -d' ' -f1 /proc/loadavg)"
+pooled=$(grep -c '"start_source":"pool"' "$WORK/created.json" || true)
+echo "    $LIVE sessions live ($pooled from the pool); load average $(cut -d' ' -f1 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
 	kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 	t0=$(date +%s%N)

@@ -1,8 +1,9 @@
 """Integration tests against a real Airlock server.
 
 They run when AIRLOCK_URL and AIRLOCK_API_KEY name one (``go test
-./sdk/python`` starts a server and sets them, with AIRLOCK_TEST_OTHER_KEY,
-a key of another tenant, and a tenant limit of one session at a time).
+./e2e -run TestPythonSDK`` starts a real airlockd and sets them, with
+AIRLOCK_TEST_OTHER_KEY, a key of another tenant, and a tenant limit of
+one session at a time).
 """
 
 import os

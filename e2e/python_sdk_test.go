@@ -1,0 +1,99 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+var pythonSkipped = regexp.MustCompile(`skipped=(\d+)`)
+
+// TestPythonSDK runs the Python SDK's unit tests and its integration
+// tests (sdk/python, python3 -m unittest, the machine's python3) against
+// a real airlockd: the binary, on a state directory of its own, with a
+// limit of one live session per tenant (the tests check the quota
+// refusal) and a second tenant's key (they check another tenant's
+// session is 404). None of the Python tests may skip.
+func TestPythonSDK(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		testreq.Skip(t, "python3 is not installed")
+	}
+	testenv.RequireRoot(t)
+	testenv.RequireRunsc(t)
+	testenv.Image(t, "base")
+	testenv.Image(t, "python-ds")
+	agent := testenv.Agent(t)
+	tmp, err := os.MkdirTemp("", "airlock-python-sdk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := "airlock-pysdk-" + testenv.RandomID()
+	var daemons []*daemon
+	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
+	bin := buildAirlockd(t, tmp)
+	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
+	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
+		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1"})
+	daemons = append(daemons, d)
+	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newTenantKey(t, tmp, "python-other")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Dir = filepath.Join("..", "sdk", "python") // go test runs in the package directory
+	cmd.Env = append(os.Environ(),
+		"AIRLOCK_URL="+d.url,
+		"AIRLOCK_API_KEY="+strings.TrimSpace(string(keyBytes)),
+		"AIRLOCK_TEST_OTHER_KEY="+other,
+		"PYTHONDONTWRITEBYTECODE=1",
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("python3 -m unittest:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("the Python SDK's tests failed: %v", err)
+	}
+	if m := pythonSkipped.FindSubmatch(out.Bytes()); m != nil {
+		t.Errorf("%s Python tests were skipped; none may be", m[1])
+	}
+	d.stop(t)
+}
+
+// newTenantKey creates a tenant with an API key in the store of the
+// state directory (a running airlockd reads keys on every request) and
+// returns the key.
+func newTenantKey(t *testing.T, stateDir, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tn := &airlock.Tenant{Name: name}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	secret, key := airlock.NewAPIKey(tn.ID, "", time.Now())
+	if err := db.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
