@@ -119,15 +119,38 @@ func TestListPaging(t *testing.T) {
 		}
 	}
 
-	// A killed sandbox leaves the list.
-	if r := n.do(t, "DELETE", "/sandboxes/"+ids["two"][0], map[string]string{"X-API-KEY": n.keyA}, nil); r.status != 204 {
-		t.Fatalf("kill: %d %s", r.status, r.body)
-	}
-	r := n.do(t, "GET", "/v2/sandboxes?limit=100", map[string]string{"X-API-KEY": n.keyA}, nil)
+	// A killed sandbox leaves the list, also when its ID is the token of
+	// the next page.
+	key := map[string]string{"X-API-KEY": n.keyA}
+	r := n.do(t, "GET", "/v2/sandboxes?limit=1", key, nil)
 	var page []detail
 	r.json(t, &page)
-	if len(page) != 2 || r.header.Get("X-Next-Token") != "" {
+	token := r.header.Get("X-Next-Token")
+	if len(page) != 1 || token == "" {
+		t.Fatalf("first page: %s, token %q", r.body, token)
+	}
+	if r := n.do(t, "DELETE", "/sandboxes/"+page[0].SandboxID, key, nil); r.status != 204 {
+		t.Fatalf("kill: %d %s", r.status, r.body)
+	}
+	r = n.do(t, "GET", "/v2/sandboxes?limit=5&nextToken="+url.QueryEscape(token), key, nil)
+	var rest []detail
+	if r.json(t, &rest); r.status != 200 || len(rest) != 2 || r.header.Get("X-Next-Token") != "" {
+		t.Errorf("the page after a killed sandbox's token: %d %s", r.status, r.body)
+	}
+	r = n.do(t, "GET", "/v2/sandboxes?limit=100", key, nil)
+	if r.json(t, &page); len(page) != 2 || r.header.Get("X-Next-Token") != "" {
 		t.Errorf("after a kill: %d listed, token %q", len(page), r.header.Get("X-Next-Token"))
+	}
+	idsOf := func(l []detail) []string {
+		var out []string
+		for _, d := range l {
+			out = append(out, d.SandboxID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := idsOf(page); !slices.Equal(got, idsOf(rest)) || slices.Contains(got, token) {
+		t.Errorf("after a kill: %v, the page after the token %v", got, idsOf(rest))
 	}
 }
 
