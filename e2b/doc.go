@@ -31,6 +31,15 @@
 // It does not make, run or destroy sandboxes itself, and it never
 // reaches the agent: everything goes through the session service.
 //
+// Attribution: the service, message and field names and numbers of
+// proto/process/process.proto and proto/filesystem/filesystem.proto
+// follow E2B's public envd protocol definitions (the repository
+// e2b-dev/infra, packages/envd/spec, under the Apache License 2.0).
+// Ours were written from the wire study of the published SDKs and from
+// those public definitions, and checked against e2b-dev/infra commit
+// 54693ff353d26c5fe1951db5467e751f3e2f984e (the descriptors protoc
+// builds from both are the same apart from go_package).
+//
 // The wire was checked against the JavaScript SDKs e2b 2.51.0 and
 // @e2b/code-interpreter 2.8.0 (e2e/e2bsdk runs them in CI); the Python
 // SDKs (e2b-code-interpreter 2.9 or newer) speak the same wire but are

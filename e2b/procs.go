@@ -138,8 +138,11 @@ func (p *proc) startFailed(err error) {
 	p.finish(nil)
 }
 
-// finish records the end and wakes every reader.
+// finish records the end and wakes every reader. The process leaves the
+// table first: a client that has read the end event never finds it
+// listed.
 func (p *proc) finish(end *pb.ProcessEvent_EndEvent) {
+	p.table.remove(p)
 	p.mu.Lock()
 	p.end = end
 	close(p.done)
@@ -147,7 +150,6 @@ func (p *proc) finish(end *pb.ProcessEvent_EndEvent) {
 		s.wakeUp()
 	}
 	p.mu.Unlock()
-	p.table.remove(p)
 }
 
 // subscribe adds a reader of the output from now on.

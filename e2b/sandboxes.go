@@ -370,6 +370,11 @@ func (s *Server) extend(ctx context.Context, t *airlock.Tenant, sess *airlock.Se
 		return nil
 	}
 	_, err := s.cfg.Sessions.ExtendSession(ctx, t, sess.ID, secs)
+	if secs == left && secs > 1 && airlock.ErrorCode(err) == airlock.EINVALID {
+		// Clamped to the most left, and a second went by before the
+		// session service counted what is left: one less.
+		_, err = s.cfg.Sessions.ExtendSession(ctx, t, sess.ID, secs-1)
+	}
 	return err
 }
 
@@ -419,12 +424,24 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, t *airlock.T
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	if _, _, err := s.liveSandbox(r.Context(), t, id); err != nil {
+	sess, _, err := s.liveSandbox(r.Context(), t, id)
+	if err != nil {
 		return err
 	}
 	p, err := s.policyFor(t, req.AllowInternetAccess, &req)
 	if err != nil {
 		return err
+	}
+	if !sess.Network.HasNetwork() {
+		// Made without a network (allow_internet_access false, or a
+		// tenant without a default allow list), and a running sandbox
+		// cannot get one: a list that reaches nothing is what it has;
+		// one that names hosts cannot be honoured.
+		if len(p.Allow) == 0 {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+		return errorf(http.StatusConflict, fmt.Sprintf("sandbox %s was created without a network (allow_internet_access false, or no default allow list for this API key's tenant), and a running sandbox cannot get one: create it with a network section (network: {} or network.allowOut) to change its allow list later", id))
 	}
 	if _, err := s.cfg.Sessions.SetSessionNetwork(r.Context(), t, id, p); err != nil {
 		return err

@@ -25,9 +25,11 @@ var _ e2b.Sessions = (*session.Manager)(nil)
 // session manager) with the E2B API on a loopback server.
 type node struct {
 	st   *teststack.Stack
+	srv  *e2b.Server
 	url  string
 	keyA string // tenant a
 	keyB string // tenant b
+	a, b *airlock.Tenant
 }
 
 func newNode(t *testing.T) *node {
@@ -37,19 +39,40 @@ func newNode(t *testing.T) *node {
 
 func newNodeWith(t *testing.T, o teststack.Options) *node {
 	t.Helper()
+	return newNodeConfig(t, o, nil)
+}
+
+// newNodeConfig builds a node whose E2B config adjust changes (the
+// session service's limits come from o).
+func newNodeConfig(t *testing.T, o teststack.Options, adjust func(*e2b.Config)) *node {
+	t.Helper()
 	st := teststack.New(t, o)
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	srv, err := e2b.New(e2b.Config{
+	// As airlockd does: the E2B limits are the session service's.
+	cfg := e2b.Config{
 		Sessions: st.Sessions, Store: st.Store, Tenants: st.Store, Secret: secret,
-		MaxLifetime: 12 * time.Hour, MaxProcessTimeout: time.Hour, Logger: st.Logger,
-	})
+		MaxLifetime: orDefault(st.SessionCfg.MaxLifetime, 12*time.Hour), MaxProcessTimeout: orDefault(st.SessionCfg.MaxExecTimeout, time.Hour),
+		NetworkAllow: o.NetworkAllow, Logger: st.Logger,
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := e2b.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Wrap(http.NotFoundHandler()))
 	t.Cleanup(hs.Close)
-	return &node{st: st, url: hs.URL, keyA: st.NewTenant(t, "a").Key, keyB: st.NewTenant(t, "b").Key}
+	a, b := st.NewTenant(t, "a"), st.NewTenant(t, "b")
+	return &node{st: st, srv: srv, url: hs.URL, keyA: a.Key, keyB: b.Key, a: a.Tenant, b: b.Tenant}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // reply is an HTTP answer read in full.

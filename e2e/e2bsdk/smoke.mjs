@@ -4,7 +4,7 @@
 // tenant's). Prints one line per check and exits non-zero on the first
 // failure.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError } from '@e2b/code-interpreter'
+import { Sandbox, CommandExitError, NotFoundError, SandboxError, TimeoutError } from '@e2b/code-interpreter'
 
 const api = process.env.E2B_API_URL
 const otherKey = process.env.AIRLOCK_OTHER_KEY
@@ -61,6 +61,14 @@ async function withSandbox(sbx) {
   const joined = await sbx.commands.connect(slow.pid)
   assert.equal((await joined.wait()).stdout, 'late\n')
   assert.equal((await slow.wait()).stdout, 'late\n')
+
+  check('commands.run past its timeoutMs raises TimeoutError, and the command is killed')
+  await assert.rejects(sbx.commands.run('exec sleep 60', { timeoutMs: 2000 }), (e) => e instanceof TimeoutError)
+  const sleeping = async () => (await sbx.commands.list()).some((p) => p.args.includes('exec sleep 60'))
+  for (let i = 0; i < 100 && (await sleeping()); i++) {
+    await new Promise((res) => setTimeout(res, 100))
+  }
+  assert.equal(await sleeping(), false)
 
   check('files write, read, exists, list, makeDir, rename, remove')
   const w = await sbx.files.write('hello.txt', 'hello')
@@ -119,7 +127,7 @@ async function withSandbox(sbx) {
   const js = await sbx.runCode('[1, 2].map((v) => v * 2)', { language: 'js' })
   assert.ok(js.text && js.text.includes('2') && js.text.includes('4'), JSON.stringify(js))
 
-  check('list, setTimeout, getInfo')
+  check('list (paged by limit), setTimeout, getInfo')
   const page = await Sandbox.list({ query: { metadata: { suite: 'e2bsdk' } } }).nextItems()
   assert.ok(page.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(page))
   const none = await Sandbox.list({ query: { metadata: { suite: 'no-such-suite' } } }).nextItems()
@@ -130,8 +138,23 @@ async function withSandbox(sbx) {
   assert.equal(gi.state, 'running')
   assert.equal(gi.metadata.suite, 'e2bsdk')
   assert.ok(gi.endAt.getTime() - Date.now() <= 61_000 && gi.endAt.getTime() - Date.now() > 30_000, gi.endAt.toISOString())
+  const second = await Sandbox.create('base', { timeoutMs: 60_000, metadata: { suite: 'e2bsdk', run: process.pid.toString() } })
+  try {
+    const pager = Sandbox.list({ limit: 1, query: { metadata: { run: process.pid.toString() } } })
+    const ids = []
+    for (let pages = 0; pager.hasNext && pages < 5; pages++) {
+      ids.push(...(await pager.nextItems()).map((s) => s.sandboxId))
+    }
+    assert.deepEqual(ids.sort(), [sbx.sandboxId, second.sandboxId].sort())
+  } finally {
+    await second.kill()
+  }
   const again = await Sandbox.connect(sbx.sandboxId)
   assert.equal((await again.commands.run('cat /home/user/data.csv')).stdout, 'a,b\n1,2\n')
+
+  check('updateNetwork on a sandbox made without a network')
+  await sbx.updateNetwork({ allowInternetAccess: false })
+  await assert.rejects(sbx.updateNetwork({ allowOut: ['example.test'] }), (e) => e instanceof SandboxError && /without a network/.test(e.message))
 
   check('negative: wrong access token 401, another tenant 404, no key 401')
   const bad = await fetch(process.env.E2B_SANDBOX_URL + '/filesystem.Filesystem/Stat', {
