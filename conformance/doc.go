@@ -119,6 +119,13 @@
 //   - file-changed-while-collected: a file rewritten in a loop is still
 //     after Stop.
 //
+// Lifecycle (backends whose Capabilities say Reattach; the others skip
+// with the reason, as a restart ends their sandboxes):
+//   - detach-reattach: a detached sandbox keeps running with its files;
+//     Reattach by its ID gives a sandbox whose agent answers with them;
+//     an ID the backend never made is an error.
+//
 // The package must not know any backend: it speaks airlock.Backend, the
-// agent protocol and the optional Checker and Keeper interfaces.
+// agent protocol, airlock.Reattacher and Detacher, and the optional
+// Checker and Keeper interfaces.
 package conformance

@@ -58,6 +58,7 @@ const (
 	Exhaustion = "exhaustion" // using up a resource
 	Leak       = "leak"       // one sandbox seeing another
 	Files      = "files"      // hostile files and paths the host reads
+	Lifecycle  = "lifecycle"  // a sandbox's life beyond the server that made it
 )
 
 // Case is one hostile case and the result it must give.
@@ -81,6 +82,7 @@ func Cases() []Case {
 	out = append(out, exhaustionCases...)
 	out = append(out, leakCases...)
 	out = append(out, fileCases...)
+	out = append(out, lifecycleCases...)
 	return out
 }
 
