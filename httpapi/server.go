@@ -418,6 +418,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *Problem
 		p.Instance = "urn:airlock:request:" + id
 	}
 	body, err := json.Marshal(p)
+	if err != nil && p.Extensions != nil { // an extension that does not encode: send the rest
+		s.log.Error("problem extension does not encode", "err", err)
+		q := *p
+		q.Extensions = nil
+		body, err = json.Marshal(q)
+	}
 	if err != nil { // cannot happen: only strings and an int
 		body = []byte(`{"type":"` + ProblemTypePrefix + `internal","title":"Internal Server Error","status":500}`)
 	}
