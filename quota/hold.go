@@ -143,6 +143,9 @@ func (h *Hold) expectedEnd(runAvg time.Duration) time.Time {
 
 // Start says the hold's sandbox exists from now: its time counts.
 func (h *Hold) Start() {
+	if h == nil {
+		return
+	}
 	now := h.l.cfg.Now()
 	h.l.mu.Lock()
 	defer h.l.mu.Unlock()
@@ -156,6 +159,9 @@ func (h *Hold) Start() {
 // the minute's window (the run never ran). Calls after the first do
 // nothing.
 func (h *Hold) Release() {
+	if h == nil {
+		return
+	}
 	h.once.Do(func() {
 		now := h.l.cfg.Now()
 		l := h.l

@@ -435,8 +435,15 @@ func (l *Ledger) usageOf(t *tenant, k Key, now time.Time) int64 {
 	return 0
 }
 
-// Usage returns the tenant's use of every quota now.
-func (l *Ledger) Usage(tenantID string) *airlock.Usage {
+var _ airlock.UsageService = (*Ledger)(nil)
+
+// Usage returns the tenant's use of every quota now (GET /v1/usage).
+func (l *Ledger) Usage(ctx context.Context, tenant *airlock.Tenant) (*airlock.Usage, error) {
+	return l.UsageOf(tenant.ID), nil
+}
+
+// UsageOf returns the tenant's use of every quota now.
+func (l *Ledger) UsageOf(tenantID string) *airlock.Usage {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -124,7 +124,7 @@ func TestConcurrentQuotas(t *testing.T) {
 
 	a.Release()
 	b.Release()
-	u := l.Usage("a")
+	u := l.UsageOf("a")
 	for _, k := range []quota.Key{quota.Sessions, quota.Runs, quota.VCPU, quota.Memory} {
 		if q := used(u, k); q.Used != 0 || q.Remaining != q.Limit {
 			t.Errorf("after release, %s: %+v", k, q)
@@ -136,7 +136,7 @@ func TestConcurrentQuotas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if q := used(l.Usage("a"), quota.Sessions); q.Used != 3 || q.Remaining != 0 {
+	if q := used(l.UsageOf("a"), quota.Sessions); q.Used != 3 || q.Remaining != 0 {
 		t.Errorf("forced: %+v", q)
 	}
 }
@@ -178,7 +178,7 @@ func TestExecutionsPerMinute(t *testing.T) {
 		}
 		h.Release()
 	}
-	if q := used(l.Usage("a"), quota.ExecutionsPerMinute); q.Used != 0 {
+	if q := used(l.UsageOf("a"), quota.ExecutionsPerMinute); q.Used != 0 {
 		t.Errorf("runs that never started count: %+v", q)
 	}
 }
@@ -193,12 +193,12 @@ func TestSandboxSecondsPerDay(t *testing.T) {
 	}
 	// Not started (being made): no time counts.
 	c.Add(10 * time.Second)
-	if q := used(l.Usage("a"), quota.SandboxSecondsPerDay); q.Used != 0 {
+	if q := used(l.UsageOf("a"), quota.SandboxSecondsPerDay); q.Used != 0 {
 		t.Errorf("before start: %+v", q)
 	}
 	h.Start()
 	c.Add(40 * time.Second) // 23:59:50
-	q := used(l.Usage("a"), quota.SandboxSecondsPerDay)
+	q := used(l.UsageOf("a"), quota.SandboxSecondsPerDay)
 	if q.Used != 40 || q.Remaining != 60 || q.ResetsAt == nil || !q.ResetsAt.Equal(time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("live session: %+v", q)
 	}
@@ -210,12 +210,12 @@ func TestSandboxSecondsPerDay(t *testing.T) {
 	h2.Start()
 	c.Add(5 * time.Second)
 	h2.Release()
-	if q := used(l.Usage("a"), quota.SandboxSecondsPerDay); q.Used != 50 {
+	if q := used(l.UsageOf("a"), quota.SandboxSecondsPerDay); q.Used != 50 {
 		t.Errorf("with a run: %+v", q)
 	}
 	// Over midnight: the new day counts from 00:00.
 	c.Add(15 * time.Second) // 00:00:10
-	if q := used(l.Usage("a"), quota.SandboxSecondsPerDay); q.Used != 10 {
+	if q := used(l.UsageOf("a"), quota.SandboxSecondsPerDay); q.Used != 10 {
 		t.Errorf("after midnight: %+v", q)
 	}
 	c.Add(90 * time.Second) // 00:01:40: 100 s today
@@ -289,7 +289,7 @@ func TestRestart(t *testing.T) {
 	if err := l.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q := used(l.Usage(tn.ID), quota.SandboxSecondsPerDay); q.Limit != 60 || q.Source != "tenant" {
+	if q := used(l.UsageOf(tn.ID), quota.SandboxSecondsPerDay); q.Limit != 60 || q.Source != "tenant" {
 		t.Errorf("override: %+v", q)
 	}
 	h, err := l.Admit(tn.ID, quota.Claim{Kind: quota.Session})
@@ -316,7 +316,7 @@ func TestRestart(t *testing.T) {
 	if err := l2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	u := l2.Usage(tn.ID)
+	u := l2.UsageOf(tn.ID)
 	if q := used(u, quota.SandboxSecondsPerDay); q.Used != 20 || q.Limit != 60 {
 		t.Errorf("after restart: %+v", q)
 	}
@@ -348,7 +348,7 @@ func TestRestart(t *testing.T) {
 	if err := l2.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q := used(l2.Usage(tn.ID), quota.SandboxSecondsPerDay); q.Limit != 3600 || q.Source != "default" {
+	if q := used(l2.UsageOf(tn.ID), quota.SandboxSecondsPerDay); q.Limit != 3600 || q.Source != "default" {
 		t.Errorf("override dropped: %+v", q)
 	}
 }
@@ -388,7 +388,7 @@ func TestFlushFailureKeepsCounts(t *testing.T) {
 	if err := l.Flush(ctx); err == nil {
 		t.Fatal("flush to a failing store succeeded")
 	}
-	if q := used(l.Usage("a"), quota.EgressBytesPerDay); q.Used != 100 {
+	if q := used(l.UsageOf("a"), quota.EgressBytesPerDay); q.Used != 100 {
 		t.Errorf("after a failed write: %+v", q)
 	}
 	st.fail = false
@@ -438,7 +438,7 @@ func TestConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	u := l.Usage("a")
+	u := l.UsageOf("a")
 	if q := used(u, quota.Runs); q.Used != 0 || peak > 4 || admitted == 0 {
 		t.Errorf("runs %+v, peak %d, admitted %d", q, peak, admitted)
 	}
