@@ -55,6 +55,9 @@ type Config struct {
 	// Sessions serves /v1/sessions and everything under it; nil answers
 	// 501 sessions-disabled.
 	Sessions airlock.SessionService
+	// Usage serves GET /v1/usage (the tenant's use of its quotas); nil
+	// answers 501 usage-disabled.
+	Usage airlock.UsageService
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte
