@@ -1,6 +1,9 @@
 package quota_test
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/airlockhq/airlock/quota"
@@ -91,4 +94,22 @@ func FuzzParseAssignment(f *testing.F) {
 			t.Fatalf("%q gave %s=%d", s, k, v)
 		}
 	})
+}
+
+func TestDefaultsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), quota.DefaultsFile)
+	want := quota.Limits{quota.Sessions: 8, quota.VCPU: 2500, quota.EgressBytesPerDay: quota.Unlimited}
+	if err := quota.WriteDefaults(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := quota.ReadDefaults(path)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []string{`{"nonsense": 1}`, `{"sessions": -5}`, `[`, `{"sessions": "x"}`} {
+		os.WriteFile(path, []byte(bad), 0o600)
+		if _, err := quota.ReadDefaults(path); err == nil {
+			t.Errorf("%s read without error", bad)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -103,4 +104,37 @@ func (db *DB) DailyUsage(ctx context.Context, day string) (map[string]airlock.Da
 		out[tenant] = u
 	}
 	return out, wrap("daily usage", rows.Err())
+}
+
+// ExecutionCounts are one tenant's executions as the store has them.
+type ExecutionCounts struct {
+	// RunningOneShot counts the one-shot executions recorded as running.
+	RunningOneShot int
+	// Since counts the executions (one-shot, session execs and cells)
+	// recorded at or after the time asked about.
+	Since int
+}
+
+// ExecutionCounts returns, by tenant, the one-shot executions recorded
+// as running and the executions recorded since the time; tenants with
+// neither are left out.
+func (db *DB) ExecutionCounts(ctx context.Context, since time.Time) (map[string]ExecutionCounts, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT tenant_id,
+			SUM(status = 'running' AND session_id = ''), SUM(created_at >= ?)
+		FROM executions WHERE (status = 'running' AND session_id = '') OR created_at >= ?
+		GROUP BY tenant_id`, nanos(since), nanos(since))
+	if err != nil {
+		return nil, wrap("count executions", err)
+	}
+	defer rows.Close()
+	out := map[string]ExecutionCounts{}
+	for rows.Next() {
+		var tenant string
+		var c ExecutionCounts
+		if err := rows.Scan(&tenant, &c.RunningOneShot, &c.Since); err != nil {
+			return nil, wrap("count executions", err)
+		}
+		out[tenant] = c
+	}
+	return out, wrap("count executions", rows.Err())
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/sqlite"
 )
 
 func TestTenantQuotas(t *testing.T) {
@@ -76,5 +78,38 @@ func TestDailyUsage(t *testing.T) {
 	}
 	if got, _ := db.DailyUsage(ctx, "2026-03-06"); len(got) != 0 {
 		t.Errorf("empty day: %v", got)
+	}
+}
+
+func TestExecutionCounts(t *testing.T) {
+	ctx := context.Background()
+	db := open(t)
+	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	mk := func(tenant, session string, at time.Time, finish bool) {
+		t.Helper()
+		e := &airlock.Execution{TenantID: tenant, SessionID: session, Language: airlock.Bash, CreatedAt: at}
+		if err := db.CreateExecution(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if finish {
+			e.Status = airlock.StatusCompleted
+			if err := db.FinishExecution(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk(a.ID, "", t0, false)                    // running one-shot, old
+	mk(a.ID, "", t0.Add(time.Minute), false)   // running one-shot, recent
+	mk(a.ID, "s1", t0.Add(time.Minute), false) // running session exec: not a one-shot
+	mk(a.ID, "", t0.Add(2*time.Minute), true)  // finished, recent
+	mk(b.ID, "s2", t0.Add(-time.Hour), true)   // nothing to count
+	got, err := db.ExecutionCounts(ctx, t0.Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]sqlite.ExecutionCounts{a.ID: {RunningOneShot: 2, Since: 3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("counts %+v, want %+v", got, want)
 	}
 }
