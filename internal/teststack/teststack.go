@@ -51,6 +51,10 @@ type Options struct {
 	// serves GET /v1/usage. Nil leaves the provisioner's own ledger
 	// (Admission.SessionsPerTenant sessions per tenant).
 	Quotas quota.Limits
+	// Ledger, when set, is the ledger of the tenants' quotas instead (one
+	// the test made, e.g. to share it with its egress service); the test
+	// starts and closes it.
+	Ledger *quota.Ledger
 	// Snapshots keeps base snapshots in SnapshotDir (a temporary one if
 	// empty); Pool sizes the pool, which is off unless Pool.Max > 0 or
 	// Warm names pairs.
@@ -86,7 +90,7 @@ type Stack struct {
 	Images      *image.Store
 	Backend     *gvisor.Backend
 	Provisioner *provision.Provisioner
-	Quotas      *quota.Ledger // nil unless Options.Quotas was set
+	Quotas      *quota.Ledger // nil unless Options.Quotas or Ledger was set
 	Runner      *run.Runner
 	Manager     *manager.Manager
 	Sessions    *session.Manager
@@ -145,7 +149,9 @@ func New(t testing.TB, o Options) *Stack {
 		pool.Disabled = true
 	}
 	var quotas provision.Quotas
-	if o.Quotas != nil {
+	if o.Ledger != nil {
+		s.Quotas, quotas = o.Ledger, o.Ledger
+	} else if o.Quotas != nil {
 		s.Quotas, err = quota.New(quota.Config{Defaults: o.Quotas, Store: s.Store, FlushInterval: time.Second, FlushGap: 100 * time.Millisecond, Logger: s.Logger})
 		if err != nil {
 			t.Fatal(err)
