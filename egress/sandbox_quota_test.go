@@ -65,8 +65,12 @@ func TestSandboxTenantEgressQuota(t *testing.T) {
 		t.Errorf("counted %+v, want about %d", u, budget)
 	}
 	evs := w.egressLog(t, a, "&kind=connection")
-	cut := find(evs, func(e *airlock.EgressEvent) bool { return e.Reason == egress.ReasonTenantQuota && e.Verdict == airlock.VerdictClosed })
-	refused := find(evs, func(e *airlock.EgressEvent) bool { return e.Reason == egress.ReasonTenantQuota && e.Verdict == airlock.VerdictDenied })
+	cut := find(evs, func(e *airlock.EgressEvent) bool {
+		return e.Reason == egress.ReasonTenantQuota && e.Verdict == airlock.VerdictClosed
+	})
+	refused := find(evs, func(e *airlock.EgressEvent) bool {
+		return e.Reason == egress.ReasonTenantQuota && e.Verdict == airlock.VerdictDenied
+	})
 	if len(cut) != 1 || len(refused) == 0 {
 		t.Errorf("want the cut and the refusal logged as %s: %s", egress.ReasonTenantQuota, dump(evs))
 	}
