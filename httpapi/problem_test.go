@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -176,4 +177,38 @@ func TestProblemRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A problem document from a server is untrusted input to a client: any
+// body decodes to a known code, extensions never shadow the standard
+// members, and what decodes encodes again as one JSON object.
+func FuzzDecodeProblem(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"urn:airlock:problem:run-quota","title":"T","status":429,"code":"rate_limited","quota":"runs","limit":2}`,
+		`{"type":"x","code":"nope","status":"429"}`, `{"detail":1}`, `[]`, `{"a":{"b":[1,2,{"c":null}]}}`, `{`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/problem+json")
+		rec.WriteHeader(429)
+		io.WriteString(rec, body)
+		err := httpapi.DecodeProblem(rec.Result())
+		var e *airlock.Error
+		if !errors.As(err, &e) || !airlock.KnownCode(e.Code) {
+			t.Fatalf("%q: %v", body, err)
+		}
+		for _, k := range []string{"type", "title", "status", "detail", "instance", "code"} {
+			if _, ok := e.Extensions[k]; ok {
+				t.Fatalf("%q: extension %q", body, k)
+			}
+		}
+		p := httpapi.Problem{Type: "urn:airlock:problem:x", Title: "T", Status: 429, Extensions: e.Extensions}
+		out, err := json.Marshal(p)
+		var back map[string]any
+		if err != nil || json.Unmarshal(out, &back) != nil || back["status"] != 429.0 {
+			t.Fatalf("%q: re-encoded %s, %v", body, out, err)
+		}
+	})
 }
