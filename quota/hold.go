@@ -62,6 +62,7 @@ func (l *Ledger) Admit(tenantID string, c Claim) (*Hold, error) {
 	t := l.tenant(tenantID)
 	if !c.Force {
 		if err := l.check(tenantID, t, h, now); err != nil {
+			l.refusals.WithLabelValues(string(RefusalOf(err))).Inc()
 			return nil, err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlockhq/airlock"
 )
 
@@ -28,8 +30,11 @@ type Config struct {
 	// FlushGap is the least time between two writes (1 s): ends that
 	// come faster are written together.
 	FlushGap time.Duration
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Metrics registers airlock_quota_refusals_total{quota}; nil keeps it
+	// in a private registry.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Validate fills defaults and checks the config.
@@ -52,13 +57,17 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
 	return nil
 }
 
 // Ledger keeps the quotas of a node's tenants. It is safe for concurrent
 // use.
 type Ledger struct {
-	cfg Config
+	cfg      Config
+	refusals *prometheus.CounterVec
 
 	mu        sync.Mutex
 	overrides map[string]map[Key]int64
@@ -107,8 +116,19 @@ func New(cfg Config) (*Ledger, error) {
 		defaults[k] = v
 	}
 	cfg.Defaults = defaults
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_quota_refusals_total",
+		Help: "Requests refused because a tenant was over a quota, by quota.",
+	}, []string{"quota"})
+	if err := cfg.Metrics.Register(refusals); err != nil {
+		return nil, fmt.Errorf("quota: metrics: %w", err)
+	}
+	for _, k := range Keys() {
+		refusals.WithLabelValues(string(k))
+	}
 	return &Ledger{
 		cfg:       cfg,
+		refusals:  refusals,
 		overrides: map[string]map[Key]int64{},
 		tenants:   map[string]*tenant{},
 		nudge:     make(chan struct{}, 1),
@@ -372,6 +392,7 @@ func (l *Ledger) Exec(tenantID string) error {
 	defer l.mu.Unlock()
 	t := l.tenant(tenantID)
 	if err := l.checkRate(tenantID, t, now); err != nil {
+		l.refusals.WithLabelValues(string(ExecutionsPerMinute)).Inc()
 		return err
 	}
 	t.execs = append(t.execs, now)

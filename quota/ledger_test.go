@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/quota"
 	"github.com/airlockhq/airlock/sqlite"
@@ -444,5 +446,30 @@ func TestConcurrent(t *testing.T) {
 	}
 	if q := used(u, quota.EgressBytesPerDay); q.Used != int64(admitted) {
 		t.Errorf("egress %d, want %d", q.Used, admitted)
+	}
+}
+
+func TestRefusalMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := quota.New(quota.Config{Defaults: quota.Limits{quota.Runs: 0, quota.ExecutionsPerMinute: 0}, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		l.Admit("a", quota.Claim{Kind: quota.Run})
+	}
+	l.Exec("a")
+	out := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if out["runs"] != 2 || out["executions_per_minute"] != 1 || out["memory"] != 0 || len(out) != len(quota.Keys()) {
+		t.Errorf("refusals %v", out)
 	}
 }

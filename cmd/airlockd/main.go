@@ -182,9 +182,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The quotas' counters are written last on the way out, after every
 	// sandbox has ended or been left for the next start.
-	quotas, err := newQuotas(ctx, o.quotas, o.sessions.maxPerTenant, o.stateDir, store, logger)
+	quotas, err := newQuotas(ctx, o.quotas, o.sessions.maxPerTenant, o.stateDir, store, registry, logger)
 	if err != nil {
 		return err
 	}
@@ -208,8 +210,6 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			}
 		}()
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prov, err := provision.New(provision.Config{
 		Backends: append([]airlock.Backend{backend}, extra...),
 		Admission: provision.Admission{

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/egress"
 	"github.com/airlockhq/airlock/quota"
@@ -39,7 +41,7 @@ func (o *quotaOptions) register(fs *flag.FlagSet) {
 // default unless --quota sessions=... names one.
 // The defaults are written to the state directory for 'airlock tenant'
 // to show.
-func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir string, store airlock.QuotaStore, logger *slog.Logger) (*quota.Ledger, error) {
+func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir string, store airlock.QuotaStore, metrics prometheus.Registerer, logger *slog.Logger) (*quota.Ledger, error) {
 	defaults := quota.Limits{}
 	for k, v := range o.defaults {
 		defaults[k] = v
@@ -47,7 +49,7 @@ func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir s
 	if _, set := defaults[quota.Sessions]; !set && maxPerTenant > 0 {
 		defaults[quota.Sessions] = int64(maxPerTenant)
 	}
-	l, err := quota.New(quota.Config{Defaults: defaults, Store: store, FlushInterval: o.flush, Logger: logger})
+	l, err := quota.New(quota.Config{Defaults: defaults, Store: store, FlushInterval: o.flush, Metrics: metrics, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

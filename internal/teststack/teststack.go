@@ -152,7 +152,7 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Ledger != nil {
 		s.Quotas, quotas = o.Ledger, o.Ledger
 	} else if o.Quotas != nil {
-		s.Quotas, err = quota.New(quota.Config{Defaults: o.Quotas, Store: s.Store, FlushInterval: time.Second, FlushGap: 100 * time.Millisecond, Logger: s.Logger})
+		s.Quotas, err = quota.New(quota.Config{Defaults: o.Quotas, Store: s.Store, FlushInterval: time.Second, FlushGap: 100 * time.Millisecond, Metrics: s.Registry, Logger: s.Logger})
 		if err != nil {
 			t.Fatal(err)
 		}
