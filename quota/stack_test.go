@@ -25,6 +25,7 @@ import (
 type node struct {
 	t *testing.T
 	*teststack.Stack
+	made []teststack.Tenant
 }
 
 func newNode(t *testing.T, o teststack.Options) *node {
@@ -48,6 +49,7 @@ func (n *node) tenant(name string, over quota.Limits) teststack.Tenant {
 	if err := n.Quotas.Reload(ctx); err != nil {
 		n.t.Fatal(err)
 	}
+	n.made = append(n.made, tn)
 	return tn
 }
 
@@ -283,11 +285,19 @@ func TestQuotasOnNode(t *testing.T) {
 		if got := n.counts(tn); got != before {
 			t.Errorf("refused requests left records: %+v, before %+v", got, before)
 		}
-		// Written to the store within the flush interval: a restart keeps it.
+		// Written to the store within the flush interval: a restart keeps
+		// it. The node "restarted": a new one on the same store.
 		testreq.Eventually(t, 10*time.Second, "the day's time is in the store", func() bool {
 			u, err := n.Store.DailyUsage(ctx, quota.Day(time.Now()))
 			return err == nil && u[tn.ID].SandboxMillis >= 2000
 		})
+		n2 := newNode(t, teststack.Options{Store: n.Store})
+		c2, err := client.New(client.Config{BaseURL: n2.URL, APIKey: tn.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c2.Execute(ctx, print1)
+		wantQuota(t, "a run after a restart", err, quota.SandboxSecondsPerDay, 2, int64(usageOf(t, tn, quota.SandboxSecondsPerDay).Used), time.Until(midnight)-5*time.Second, time.Until(midnight)+time.Second)
 	})
 
 	t.Run("egress_bytes_per_day", func(t *testing.T) {
@@ -308,12 +318,8 @@ func TestQuotasOnNode(t *testing.T) {
 	})
 
 	// Every sandbox is gone and every share given back.
-	for _, name := range []string{"sessions", "runs", "rate", "vcpu", "memory", "time"} {
-		tn, err := n.Store.TenantByName(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		testreq.Eventually(t, time.Minute, name+" holds nothing", func() bool {
+	for _, tn := range n.made {
+		testreq.Eventually(t, time.Minute, tn.Name+" holds nothing", func() bool {
 			u := n.Quotas.UsageOf(tn.ID)
 			for _, q := range u.Quotas {
 				if q.Window == quota.WindowConcurrent && q.Used != 0 {
