@@ -56,7 +56,7 @@ flags:
 `
 
 func init() {
-	register("tenant", "create and list tenants in this node's store", func(ctx context.Context, args []string) error {
+	register("tenant", "create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store", func(ctx context.Context, args []string) error {
 		return runTenant(ctx, args, osStdio())
 	})
 }
