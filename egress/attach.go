@@ -122,20 +122,21 @@ func (a *attachment) nameFor(ad netip.Addr) string {
 	return a.names[ad.Unmap()]
 }
 
-// charge counts n bytes against the quota; false once it is used up, and
-// then every connection is cut.
-// The tenant's daily budget is charged too: past it, every connection
-// of the tenant's sandboxes is cut.
+// charge counts n bytes against the sandbox's quota and its tenant's
+// budget of the day; false once either is used up, and then every
+// connection of the sandbox (of all the tenant's sandboxes, for the
+// tenant's budget) is cut.
 func (a *attachment) charge(n int64) bool {
+	q := a.s.cfg.QuotaBytes
+	used := int64(0)
+	if q >= 0 {
+		used = a.used.Add(n)
+	}
 	if a.s.cfg.Tenants.ChargeEgress(a.req.TenantID, n) < 0 {
 		a.s.cutTenant(a.req.TenantID)
 		return false
 	}
-	q := a.s.cfg.QuotaBytes
-	if q < 0 {
-		return true
-	}
-	if a.used.Add(n) <= q {
+	if q < 0 || used <= q {
 		return true
 	}
 	if a.overQuota.CompareAndSwap(false, true) {
