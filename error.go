@@ -32,6 +32,12 @@ type Error struct {
 	// RetryAfter, when set, tells the client when to try again (the
 	// Retry-After header of a 429 or 503 problem).
 	RetryAfter time.Duration
+	// Extensions are further members of the problem document sent for
+	// the error (RFC 9457, section 3.2), e.g. the quota a request went
+	// past and its limit. Values must encode as JSON; names must not be
+	// those of the standard members (type, title, status, detail,
+	// instance) or "code", which are dropped.
+	Extensions map[string]any
 	Err        error
 }
 
@@ -59,6 +65,33 @@ func (e *Error) RetryLater(d time.Duration) *Error {
 	c := *e
 	c.RetryAfter = d
 	return &c
+}
+
+// With returns a copy of e with the extension member name set to v.
+func (e *Error) With(name string, v any) *Error {
+	c := *e
+	c.Extensions = make(map[string]any, len(e.Extensions)+1)
+	for k, x := range e.Extensions {
+		c.Extensions[k] = x
+	}
+	c.Extensions[name] = v
+	return &c
+}
+
+// ExtensionsOf returns the extension members of the first *Error in
+// err's chain that has any, or nil.
+func ExtensionsOf(err error) map[string]any {
+	for err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return nil
+		}
+		if len(e.Extensions) > 0 {
+			return e.Extensions
+		}
+		err = e.Err
+	}
+	return nil
 }
 
 // RetryAfterOf returns the RetryAfter of the first *Error in err's chain

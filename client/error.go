@@ -29,6 +29,10 @@ type Error struct {
 	// response's Retry-After header (seconds or an HTTP date); 0 if it
 	// sent none.
 	RetryAfter time.Duration
+	// Extensions are the problem's further members (RFC 9457, section
+	// 3.2): a quota problem's "quota", "limit", "used" and "unit", for
+	// example (numbers are float64, as encoding/json reads them).
+	Extensions map[string]any
 }
 
 func (e *Error) Error() string {
@@ -54,7 +58,7 @@ func (e *Error) Unwrap() error {
 	if slug == e.Type {
 		slug = ""
 	}
-	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter}
+	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Extensions: e.Extensions}
 }
 
 // problem is the wire form of an RFC 9457 problem document with Airlock's
@@ -79,6 +83,7 @@ func problemError(resp *http.Response) *Error {
 	if len(data) <= MaxProblemBytes && isJSONType(resp.Header.Get("Content-Type")) &&
 		json.Unmarshal(data, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
+		e.Extensions = extensions(data)
 	} else if s := strings.TrimSpace(snippet(data, 200)); s != "" {
 		e.Detail = "unexpected " + resp.Header.Get("Content-Type") + " body: " + s
 	}
@@ -92,6 +97,22 @@ func problemError(resp *http.Response) *Error {
 		e.Code = airlock.CodeForStatus(resp.StatusCode)
 	}
 	return e
+}
+
+// extensions returns a problem document's members other than the
+// standard ones and "code", or nil.
+func extensions(data []byte) map[string]any {
+	var all map[string]any
+	if json.Unmarshal(data, &all) != nil {
+		return nil
+	}
+	for _, k := range []string{"type", "title", "status", "detail", "instance", "code"} {
+		delete(all, k)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
 }
 
 // maxRetryAfter bounds the wait a server can ask for.

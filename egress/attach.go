@@ -122,38 +122,55 @@ func (a *attachment) nameFor(ad netip.Addr) string {
 	return a.names[ad.Unmap()]
 }
 
-// charge counts n bytes against the quota; false once it is used up, and
-// then every connection is cut.
+// charge counts n bytes against the sandbox's quota and its tenant's
+// budget of the day; false once either is used up, and then every
+// connection of the sandbox (of all the tenant's sandboxes, for the
+// tenant's budget) is cut.
 func (a *attachment) charge(n int64) bool {
 	q := a.s.cfg.QuotaBytes
-	if q < 0 {
-		return true
+	used := int64(0)
+	if q >= 0 {
+		used = a.used.Add(n)
 	}
-	if a.used.Add(n) <= q {
+	if a.s.cfg.Tenants.ChargeEgress(a.req.TenantID, n) < 0 {
+		a.s.cutTenant(a.req.TenantID)
+		return false
+	}
+	if q < 0 || used <= q {
 		return true
 	}
 	if a.overQuota.CompareAndSwap(false, true) {
-		a.mu.Lock()
-		var all []*proxyConn
-		for c := range a.conns {
-			all = append(all, c)
-		}
-		a.mu.Unlock()
-		for _, c := range all {
-			c.cut("quota-exceeded")
-		}
+		a.cutAll("quota-exceeded")
 	}
 	return false
 }
 
+// cutAll cuts every open connection of the sandbox.
+func (a *attachment) cutAll(reason string) {
+	a.mu.Lock()
+	var all []*proxyConn
+	for c := range a.conns {
+		all = append(all, c)
+	}
+	a.mu.Unlock()
+	for _, c := range all {
+		c.cut(reason)
+	}
+}
+
 // chunk is how much the proxy may relay before it charges again: up to
-// relayChunk, but never more than one byte past the quota.
+// relayChunk, but never more than one byte past the sandbox's quota or
+// its tenant's budget of the day.
 func (a *attachment) chunk() int64 {
+	n := int64(relayChunk)
+	if left := a.tenantLeft(); left < n {
+		n = max(left+1, 1)
+	}
 	q := a.s.cfg.QuotaBytes
 	if q < 0 {
-		return relayChunk
+		return n
 	}
-	return min(relayChunk, max(q-a.used.Load()+1, 1))
+	return min(n, max(q-a.used.Load()+1, 1))
 }
 
 // dropCounters are the rule counters that count as the sandbox trying to

@@ -39,8 +39,9 @@ type fixture struct {
 }
 
 type fixtureOpts struct {
-	quota  int64
-	broker func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker
+	quota   int64
+	tenants egress.TenantMeter
+	broker  func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker
 }
 
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
@@ -68,6 +69,7 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		Upstreams:   []string{inet.Upstream()},
 		Permit:      []netip.Prefix{inet.Prefix},
 		QuotaBytes:  o.quota,
+		Tenants:     o.tenants,
 		PeekTimeout: time.Second,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

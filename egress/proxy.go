@@ -202,6 +202,10 @@ func (s *Service) handle(c *net.TCPConn) {
 		deny("quota-exceeded", "the sandbox used its egress quota")
 		return
 	}
+	if a.tenantLeft() <= 0 {
+		deny(ReasonTenantQuota, "the tenant used its egress bytes of the day (quota egress_bytes_per_day)")
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
 	defer cancel()
 	addrs, reason, detail := s.resolveAllowed(ctx, name)

@@ -23,10 +23,12 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/egress"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testnet"
 	"github.com/airlockhq/airlock/internal/teststack"
+	"github.com/airlockhq/airlock/quota"
 	"github.com/airlockhq/airlock/session"
 )
 
@@ -98,7 +100,11 @@ type world struct {
 	ticks                 atomic.Int64 // lines api1's /stream has sent
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(t testing.TB) *world { return newWorldWith(t, nil) }
+
+// newWorldWith makes a world whose tenants' quotas, egress included, are
+// kept by ledger (nil: none).
+func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
 	testenv.Images(t)
@@ -112,7 +118,11 @@ func newWorld(t testing.TB) *world {
 	if err := os.WriteFile(credFile, []byte(w.cred), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.fixture = newFixture(t, fixtureOpts{broker: func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker {
+	var meter egress.TenantMeter
+	if ledger != nil {
+		meter = ledger
+	}
+	w.fixture = newFixture(t, fixtureOpts{tenants: meter, broker: func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker {
 		res, err := newResolver(inet)
 		if err != nil {
 			t.Fatal(err)
@@ -140,6 +150,10 @@ func newWorld(t testing.TB) *world {
 	// checks the credential, names that resolve where they must not, and
 	// a listener for a reverse shell.
 	w.api1 = inet.ServeHTTP(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(rw, strings.Repeat("x", 2<<20))
+			return
+		}
 		if r.URL.Path == "/stream" {
 			for i := 0; i < 300; i++ {
 				if _, err := fmt.Fprintf(rw, "tick %d\n", i); err != nil {
@@ -177,7 +191,7 @@ func newWorld(t testing.TB) *world {
 
 	store := w.store
 	st := teststack.New(t, teststack.Options{
-		Backend: backend, Store: store, Egress: w.svc, EgressLog: store,
+		Backend: backend, Store: store, Egress: w.svc, EgressLog: store, Ledger: ledger,
 		Session: func(c *session.Config) {
 			c.Sizes = map[airlock.SessionSize]session.Size{
 				airlock.SizeSmall: {CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256},

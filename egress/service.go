@@ -58,6 +58,13 @@ type Config struct {
 	// and down together; 1 GiB if zero, unlimited if negative. Over it,
 	// every connection is cut and new ones are refused.
 	QuotaBytes int64
+	// Tenants, when set, counts every tenant's bytes against its budget
+	// of the day (a *quota.Ledger). Once a tenant's budget is used up,
+	// every connection of its sandboxes is cut (reason
+	// tenant-quota-exceeded) and new ones are refused until the next UTC
+	// day: as for QuotaBytes, at most one chunk per open connection
+	// passes the budget.
+	Tenants TenantMeter
 	// PeekTimeout is how long the proxy waits for a client's first bytes
 	// (a ClientHello, a request head) before it treats the connection as
 	// another protocol; 3 s if zero.
@@ -110,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuotaBytes == 0 {
 		c.QuotaBytes = 1 << 30
+	}
+	if c.Tenants == nil {
+		c.Tenants = noMeter{}
 	}
 	if c.PeekTimeout <= 0 {
 		c.PeekTimeout = 3 * time.Second

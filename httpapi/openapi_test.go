@@ -182,6 +182,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"ExecutionPage", airlock.ExecutionPage{}},
 		{"Problem", httpapi.Problem{}},
 		{"Health", httpapi.Health{}},
+		{"Usage", airlock.Usage{}},
+		{"QuotaUsage", airlock.QuotaUsage{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {

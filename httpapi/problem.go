@@ -32,6 +32,76 @@ type Problem struct {
 	Detail   string `json:"detail,omitempty"`
 	Instance string `json:"instance,omitempty"`
 	Code     string `json:"code,omitempty"`
+	// Extensions are further members (RFC 9457, section 3.2), sent
+	// beside the ones above: those of the airlock.Error the problem is
+	// for, e.g. quota, limit and used of a quota problem. Members named
+	// like the ones above are never taken from here.
+	Extensions map[string]any `json:"-"`
+}
+
+// problemFields is Problem without its methods, for encoding.
+type problemFields Problem
+
+// reservedMember says whether a member name is one of Problem's own.
+func reservedMember(name string) bool {
+	switch name {
+	case "type", "title", "status", "detail", "instance", "code":
+		return true
+	}
+	return false
+}
+
+// MarshalJSON writes the problem's members and then its extensions.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(problemFields(p))
+	if err != nil || len(p.Extensions) == 0 {
+		return body, err
+	}
+	ext := make(map[string]any, len(p.Extensions))
+	for k, v := range p.Extensions {
+		if !reservedMember(k) && k != "" {
+			ext[k] = v
+		}
+	}
+	if len(ext) == 0 {
+		return body, nil
+	}
+	more, err := json.Marshal(ext)
+	if err != nil {
+		return nil, err
+	}
+	// Both are objects: join them ({...} + {...} -> {..., ...}).
+	out := append(body[:len(body)-1:len(body)-1], ',')
+	return append(out, more[1:]...), nil
+}
+
+// UnmarshalJSON reads the problem's members and keeps every other
+// member in Extensions.
+func (p *Problem) UnmarshalJSON(b []byte) error {
+	var f problemFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	f.Extensions = nil
+	for k, raw := range all {
+		if reservedMember(k) {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		if f.Extensions == nil {
+			f.Extensions = map[string]any{}
+		}
+		f.Extensions[k] = v
+	}
+	*p = Problem(f)
+	return nil
 }
 
 // StatusFor returns the HTTP status of an airlock error code (the one
@@ -75,7 +145,9 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if !airlock.KnownCode(e.Code) {
 		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
 	}
-	return newProblem(e.Code, e.Type, 0, e.Message), false
+	p = newProblem(e.Code, e.Type, 0, e.Message)
+	p.Extensions = airlock.ExtensionsOf(err)
+	return p, false
 }
 
 // ErrorFromProblem maps a problem document back to the domain error: Code
@@ -101,7 +173,7 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 	if msg == "" {
 		msg = http.StatusText(p.Status)
 	}
-	return &airlock.Error{Code: code, Type: typ, Message: msg}
+	return &airlock.Error{Code: code, Type: typ, Message: msg, Extensions: p.Extensions}
 }
 
 // RetryAfterSeconds renders d as the value of a Retry-After header: whole

@@ -1,9 +1,12 @@
 package httpapi_test
 
 import (
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -59,7 +62,7 @@ func TestErrorFromProblem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := httpapi.ErrorFromProblem(tt.p)
-			if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			if (got == nil) != (tt.want == nil) || got != nil && !reflect.DeepEqual(*got, *tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -90,6 +93,9 @@ func TestDecodeProblem(t *testing.T) {
 			&airlock.Error{Code: airlock.EUNAVAILABLE, Message: "HTTP 502 Bad Gateway"}},
 		{"plain 500", mk(500, "", ""),
 			&airlock.Error{Code: airlock.EINTERNAL, Message: "HTTP 500 Internal Server Error"}},
+		{"extension members", mk(429, "application/problem+json", `{"type":"urn:airlock:problem:run-quota","title":"Too Many Requests","status":429,"detail":"over","code":"rate_limited","quota":"runs","limit":2,"used":2,"nested":{"a":[1]}}`),
+			&airlock.Error{Code: airlock.ERATELIMITED, Type: "run-quota", Message: "over",
+				Extensions: map[string]any{"quota": "runs", "limit": 2.0, "used": 2.0, "nested": map[string]any{"a": []any{1.0}}}}},
 		{"broken problem", mk(401, "application/problem+json", `{"type":`),
 			&airlock.Error{Code: airlock.EUNAUTHORIZED, Message: "HTTP 401 Unauthorized"}},
 	}
@@ -103,10 +109,41 @@ func TestDecodeProblem(t *testing.T) {
 				return
 			}
 			got, ok := err.(*airlock.Error)
-			if !ok || *got != *tt.want {
+			if !ok || !reflect.DeepEqual(*got, *tt.want) {
 				t.Errorf("got %#v, want %+v", err, tt.want)
 			}
 		})
+	}
+}
+
+// Extension members are written beside the standard ones, never over
+// them, and read back.
+func TestProblemExtensions(t *testing.T) {
+	p := httpapi.Problem{Type: "urn:airlock:problem:run-quota", Title: "Too Many Requests", Status: 429, Detail: "d", Code: "rate_limited",
+		Extensions: map[string]any{"quota": "runs", "limit": int64(3), "status": 200, "code": "x", "type": "y"}}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if m["status"] != 429.0 || m["code"] != "rate_limited" || m["type"] != p.Type || m["quota"] != "runs" || m["limit"] != 3.0 {
+		t.Errorf("encoded %s", b)
+	}
+	var back httpapi.Problem
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Status != 429 || !reflect.DeepEqual(back.Extensions, map[string]any{"quota": "runs", "limit": 3.0}) {
+		t.Errorf("decoded %+v", back)
+	}
+	// Without extensions, the document is what it always was.
+	p.Extensions = nil
+	b, _ = json.Marshal(p)
+	if string(b) != `{"type":"urn:airlock:problem:run-quota","title":"Too Many Requests","status":429,"detail":"d","code":"rate_limited"}` {
+		t.Errorf("plain: %s", b)
 	}
 }
 
@@ -140,4 +177,38 @@ func TestProblemRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A problem document from a server is untrusted input to a client: any
+// body decodes to a known code, extensions never shadow the standard
+// members, and what decodes encodes again as one JSON object.
+func FuzzDecodeProblem(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"urn:airlock:problem:run-quota","title":"T","status":429,"code":"rate_limited","quota":"runs","limit":2}`,
+		`{"type":"x","code":"nope","status":"429"}`, `{"detail":1}`, `[]`, `{"a":{"b":[1,2,{"c":null}]}}`, `{`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/problem+json")
+		rec.WriteHeader(429)
+		io.WriteString(rec, body)
+		err := httpapi.DecodeProblem(rec.Result())
+		var e *airlock.Error
+		if !errors.As(err, &e) || !airlock.KnownCode(e.Code) {
+			t.Fatalf("%q: %v", body, err)
+		}
+		for _, k := range []string{"type", "title", "status", "detail", "instance", "code"} {
+			if _, ok := e.Extensions[k]; ok {
+				t.Fatalf("%q: extension %q", body, k)
+			}
+		}
+		p := httpapi.Problem{Type: "urn:airlock:problem:x", Title: "T", Status: 429, Extensions: e.Extensions}
+		out, err := json.Marshal(p)
+		var back map[string]any
+		if err != nil || json.Unmarshal(out, &back) != nil || back["status"] != 429.0 {
+			t.Fatalf("%q: re-encoded %s, %v", body, out, err)
+		}
+	})
 }

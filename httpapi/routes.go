@@ -34,6 +34,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/executions/{id}/egress", (*Server).executionEgress, authBearer},
 	// Signed URL (token query) or the owner's bearer key.
 	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
+	{http.MethodGet, "/v1/usage", (*Server).usage, authBearer},
 
 	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
 	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},

@@ -60,6 +60,9 @@ type Config struct {
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
 	// is empty.
 	EgressLog airlock.EgressStore
+	// Usage serves GET /v1/usage (the tenant's use of its quotas); nil
+	// answers 501 usage-disabled.
+	Usage airlock.UsageService
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte
@@ -423,6 +426,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *Problem
 		p.Instance = "urn:airlock:request:" + id
 	}
 	body, err := json.Marshal(p)
+	if err != nil && p.Extensions != nil { // an extension that does not encode: send the rest
+		s.log.Error("problem extension does not encode", "err", err)
+		q := *p
+		q.Extensions = nil
+		body, err = json.Marshal(q)
+	}
 	if err != nil { // cannot happen: only strings and an int
 		body = []byte(`{"type":"` + ProblemTypePrefix + `internal","title":"Internal Server Error","status":500}`)
 	}

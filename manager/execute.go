@@ -37,6 +37,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 
 	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
 		Kind: provision.OneShot, Tenant: tenant, Isolation: req.Isolation, Network: req.AllowNetwork,
+		Limits: limits, Deadline: time.Now().Add(limits.Timeout),
 	})
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func (k Kind) String() string {
 const (
 	ProblemNodeBusy     = "node-busy"
 	ProblemTenantBusy   = "tenant-busy"
-	ProblemSessionQuota = "session-quota"
+	ProblemSessionQuota = "session-quota" // the sessions quota (package quota)
 	ProblemShuttingDown = "shutting-down"
 )
 
@@ -99,8 +99,6 @@ func (a *admission) admit(ctx context.Context, kind Kind, tenantID string, force
 		defer a.mu.Unlock()
 		switch {
 		case force:
-		case a.sessions[tenantID] >= a.cfg.SessionsPerTenant:
-			return airlock.Problem(airlock.ERATELIMITED, ProblemSessionQuota, "the tenant has its maximum of %d live sessions; delete one first", a.cfg.SessionsPerTenant).RetryLater(sessionRetry)
 		case a.live >= a.cfg.Sessions:
 			return airlock.Problem(airlock.EUNAVAILABLE, ProblemNodeBusy, "this node runs its maximum of %d sessions; retry later", a.cfg.Sessions).RetryLater(sessionRetry)
 		}

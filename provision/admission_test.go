@@ -9,6 +9,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/quota"
 )
 
 // fakeBackend is a backend that is never asked for a sandbox: admission
@@ -202,5 +203,81 @@ func BenchmarkAdmit(b *testing.B) {
 			b.Fatal(err)
 		}
 		tk.Cancel()
+	}
+}
+
+// A claim past a quota takes nothing of the node, and one the node
+// refuses gives its quota share back.
+func TestQuotaAdmission(t *testing.T) {
+	ledger, err := quota.New(quota.Config{Defaults: quota.Limits{quota.Runs: 2, quota.Memory: 1 << 30, quota.Sessions: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provision.New(provision.Config{
+		Backends:  []airlock.Backend{fakeBackend{name: "kernel", caps: airlock.Capabilities{SeparateKernel: true}}},
+		Admission: provision.Admission{OneShot: 1, MaxQueue: 1, QueueTimeout: time.Minute, Sessions: 1},
+		Quotas:    ledger,
+		Pool:      provision.PoolConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, b := &airlock.Tenant{ID: "a"}, &airlock.Tenant{ID: "b"}
+	small := airlock.Limits{CPUs: 1, MemoryBytes: 256 << 20}
+	used := func(tenant string, k quota.Key) int64 {
+		for _, q := range ledger.UsageOf(tenant).Quotas {
+			if q.Quota == string(k) {
+				return q.Used
+			}
+		}
+		return -1
+	}
+	_, err = p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: a, Limits: airlock.Limits{MemoryBytes: 2 << 30}})
+	wantProblem(t, "2 GiB", err, airlock.ERATELIMITED, quota.Memory.Problem(), true)
+	if u := p.Usage("a"); u != (provision.Usage{}) || used("a", quota.Memory) != 0 || used("a", quota.Runs) != 0 {
+		t.Errorf("a refused claim holds %+v, memory %d", u, used("a", quota.Memory))
+	}
+	// The node's one session is b's; a's session claim passes its quota
+	// but not the node, and gives its quota share back.
+	sb, err := p.Admit(ctx, provision.Claim{Kind: provision.Session, Tenant: b, Limits: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Admit(ctx, provision.Claim{Kind: provision.Session, Tenant: a, Limits: small})
+	wantProblem(t, "a session on a full node", err, airlock.EUNAVAILABLE, provision.ProblemNodeBusy, true)
+	if n := used("a", quota.Sessions); n != 0 {
+		t.Errorf("a session the node refused holds %d of the quota", n)
+	}
+	sb.Cancel()
+	if n := used("b", quota.Memory); n != 0 {
+		t.Errorf("a cancelled ticket holds %d bytes", n)
+	}
+	// Runs: two of a's at once (one holds the node's slot, one waits);
+	// the third is refused by the quota at once, not queued.
+	t1, err := p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: a, Limits: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		tk, err := p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: a, Limits: small})
+		if err == nil {
+			tk.Cancel()
+		}
+		waiting <- err
+	}()
+	testreq.Eventually(t, 10*time.Second, "the second run waits", func() bool { return p.Usage("a").OneShot == 2 })
+	_, err = p.Admit(ctx, provision.Claim{Kind: provision.OneShot, Tenant: a, Limits: small})
+	wantProblem(t, "a third run", err, airlock.ERATELIMITED, quota.Runs.Problem(), true)
+	if quota.RefusalOf(err) != quota.Runs {
+		t.Errorf("the refusal names %q", quota.RefusalOf(err))
+	}
+	t1.Cancel()
+	if err := <-waiting; err != nil {
+		t.Fatal(err)
+	}
+	if n := used("a", quota.Runs); n != 0 {
+		t.Errorf("runs held after all ended: %d", n)
 	}
 }

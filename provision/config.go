@@ -9,7 +9,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/quota"
 )
+
+// Quotas are the tenants' quotas, as the provisioner uses them.
+type Quotas interface {
+	// Admit takes a sandbox's share of its tenant's quotas, or refuses
+	// it with a 429 problem; the hold is released when the sandbox ends.
+	Admit(tenantID string, c quota.Claim) (*quota.Hold, error)
+	// Exec counts one session exec or cell, or refuses it.
+	Exec(tenantID string) error
+}
+
+var _ Quotas = (*quota.Ledger)(nil)
 
 // Config configures a Provisioner.
 type Config struct {
@@ -19,8 +31,14 @@ type Config struct {
 	// every backend that can snapshot.
 	Backends []airlock.Backend
 
-	// Admission bounds what runs at once.
+	// Admission bounds what runs at once on the node.
 	Admission Admission
+	// Quotas are the tenants' quotas (a *quota.Ledger): every sandbox
+	// takes its share of them before it takes the node's room, and
+	// session execs and cells count against executions per minute. Nil
+	// is a ledger in memory whose only limit is
+	// Admission.SessionsPerTenant sessions per tenant.
+	Quotas Quotas
 
 	// SnapshotDir holds the base snapshots; empty disables them (every
 	// sandbox that is not from the pool boots cold).
@@ -63,9 +81,11 @@ type Admission struct {
 	// past it gets a 429 tenant-busy problem at once, so one tenant
 	// cannot take a whole node from the others.
 	OneShotTenantShare float64
-	// Sessions bounds live sessions on the node (32; more are a 503) and
-	// SessionsPerTenant those of one tenant (8; more are a 429).
-	Sessions          int
+	// Sessions bounds live sessions on the node (32; more are a 503).
+	Sessions int
+	// SessionsPerTenant bounds those of one tenant (8; more are a 429
+	// session-quota problem) when Config.Quotas is nil; with Quotas, the
+	// sessions quota does.
 	SessionsPerTenant int
 }
 
@@ -117,6 +137,13 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Admission.defaults(); err != nil {
 		return err
+	}
+	if c.Quotas == nil {
+		l, err := quota.New(quota.Config{Defaults: quota.Limits{quota.Sessions: int64(c.Admission.SessionsPerTenant)}, Logger: c.Logger})
+		if err != nil {
+			return err
+		}
+		c.Quotas = l
 	}
 	if c.Recipes == nil {
 		c.Recipes = DefaultRecipes()

@@ -3,8 +3,11 @@
 //
 //   - which backend serves a request: airlock.ChooseBackend with the
 //     tenant's isolation floor, for every caller (Admit);
-//   - whether the node and the tenant have room: one-shot slots with a
-//     per-tenant share, live sessions per node and per tenant (Admit);
+//   - whether the node and the tenant have room: the tenant's quotas
+//     first (Config.Quotas, package quota: a refusal holds nothing), then
+//     one-shot slots with a per-tenant share and live sessions per node
+//     (Admit); session execs and cells count against the tenant's
+//     executions per minute (AdmitExec);
 //   - how the sandbox is obtained: a ready member of the warm pool, a
 //     restore of the image's base snapshot, or a cold boot; with a
 //     network, a boot into a network namespace the node's egress made for

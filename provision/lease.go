@@ -96,11 +96,12 @@ func (l *Lease) Detach(ctx context.Context) error {
 
 // Reattach finds the sandbox id of a session that an earlier server
 // process left running on backend and connects to it again. The session
-// is counted against the node and the tenant whatever the limits say (it
-// existed before the restart). source is how the sandbox was first
-// obtained, as recorded. network, when the sandbox has one, is the
-// request it was made with; its egress is set up again under it.
-func (p *Provisioner) Reattach(ctx context.Context, tenant *airlock.Tenant, backend, id, source string, network *airlock.NetworkRequest) (*Lease, error) {
+// is counted against the node and the tenant's quotas whatever the
+// limits say (it existed before the restart), with its limits, and its
+// time counts from now. source is how the sandbox was first obtained,
+// as recorded. network, when the sandbox has one, is the request it was
+// made with; its egress is set up again under it.
+func (p *Provisioner) Reattach(ctx context.Context, tenant *airlock.Tenant, backend, id, source string, limits airlock.Limits, network *airlock.NetworkRequest) (*Lease, error) {
 	b := p.backend(backend)
 	if b == nil {
 		return nil, airlock.Errorf(airlock.EUNAVAILABLE, "backend %q is not configured on this node", backend)
@@ -122,11 +123,18 @@ func (p *Provisioner) Reattach(ctx context.Context, tenant *airlock.Tenant, back
 		}
 		sb = airlock.WithNetwork(sb, att)
 	}
-	if err := p.admission.admit(ctx, Session, tenant.ID, true); err != nil {
+	hold, err := p.cfg.Quotas.Admit(tenant.ID, quotaClaim(Claim{Kind: Session, Limits: limits, Network: network != nil}, true))
+	if err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	t := &Ticket{p: p, kind: Session, tenant: tenant.ID, backend: b}
+	if err := p.admission.admit(ctx, Session, tenant.ID, true); err != nil {
+		hold.Release()
+		sb.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	hold.Start()
+	t := &Ticket{p: p, kind: Session, tenant: tenant.ID, backend: b, hold: hold}
 	l := &Lease{p: p, ticket: t, sb: sb, backend: backend, source: source, acquire: time.Since(start)}
 	p.metrics.reattach.Observe(l.acquire.Seconds())
 	return l, nil

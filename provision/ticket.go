@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/quota"
 )
 
 // Claim is what a caller asks of the node before anything is made for
@@ -23,6 +24,12 @@ type Claim struct {
 	// credential broker scopes it will call (they need one too).
 	Network      bool
 	BrokerScopes []string
+	// Limits are the sandbox's limits: its vCPU and memory count against
+	// the tenant's quotas while it lives.
+	Limits airlock.Limits
+	// Deadline is when the sandbox ends at the latest (a run's timeout, a
+	// session's expiry); zero if unknown. It shapes Retry-After.
+	Deadline time.Time
 }
 
 // Ticket is admitted room for one sandbox on a chosen backend. Acquire
@@ -32,6 +39,7 @@ type Ticket struct {
 	kind    Kind
 	tenant  string
 	backend airlock.Backend
+	hold    *quota.Hold
 	once    sync.Once
 }
 
@@ -41,15 +49,20 @@ func (t *Ticket) Backend() airlock.Backend { return t.backend }
 // Cancel gives the room back. It is safe to call more than once, and a
 // no-op once the ticket was turned into a lease (the lease gives it back).
 func (t *Ticket) Cancel() {
-	t.once.Do(func() { t.p.admission.drop(t.kind, t.tenant, t.kind == OneShot) })
+	t.once.Do(func() {
+		t.p.admission.drop(t.kind, t.tenant, t.kind == OneShot)
+		t.hold.Release()
+	})
 }
 
 // Admit chooses the backend of a claim within the tenant's isolation
 // floor, checks that the node can give it the network it asks for, and
-// takes room for it on the node and in the tenant's share. Errors are
-// problems for the client: isolation-not-allowed (403),
-// isolation-unavailable (503), network-unavailable (403), node-busy
-// (503), tenant-busy and session-quota (429). Nothing is made yet.
+// takes its share of the tenant's quotas and room for it on the node
+// and in the tenant's share of the node. Errors are problems for the
+// client: isolation-not-allowed (403), isolation-unavailable (503),
+// network-unavailable (403), node-busy (503), tenant-busy (429) and the
+// quotas' (429, see package quota). Nothing is made yet, and nothing is
+// held after an error.
 func (p *Provisioner) Admit(ctx context.Context, c Claim) (*Ticket, error) {
 	if c.Tenant == nil {
 		return nil, fmt.Errorf("provision: a claim needs a tenant")
@@ -61,11 +74,32 @@ func (p *Provisioner) Admit(ctx context.Context, c Claim) (*Ticket, error) {
 	if err := p.checkNetwork(b, c); err != nil {
 		return nil, err
 	}
-	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, false); err != nil {
+	hold, err := p.cfg.Quotas.Admit(c.Tenant.ID, quotaClaim(c, false))
+	if err != nil {
 		return nil, err
 	}
-	return &Ticket{p: p, kind: c.Kind, tenant: c.Tenant.ID, backend: b}, nil
+	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, false); err != nil {
+		hold.Release()
+		return nil, err
+	}
+	return &Ticket{p: p, kind: c.Kind, tenant: c.Tenant.ID, backend: b, hold: hold}, nil
 }
+
+// quotaClaim is what a claim takes of its tenant's quotas.
+func quotaClaim(c Claim, force bool) quota.Claim {
+	q := quota.Claim{
+		Kind: quota.Run, CPUs: c.Limits.CPUs, MemoryBytes: c.Limits.MemoryBytes,
+		Network: c.Network || len(c.BrokerScopes) > 0, Deadline: c.Deadline, Force: force,
+	}
+	if c.Kind == Session {
+		q.Kind = quota.Session
+	}
+	return q
+}
+
+// AdmitExec counts one exec or cell of a session against its tenant's
+// executions per minute, or refuses it with a 429 problem.
+func (p *Provisioner) AdmitExec(tenantID string) error { return p.cfg.Quotas.Exec(tenantID) }
 
 // checkNetwork refuses a claim for a network this node cannot give.
 func (p *Provisioner) checkNetwork(b airlock.Backend, c Claim) error {
@@ -120,6 +154,7 @@ func (t *Ticket) Acquire(ctx context.Context, s Spec) (*Lease, error) {
 		t.Cancel()
 		return nil, err
 	}
+	t.hold.Start()
 	l := &Lease{p: t.p, ticket: t, sb: sb, backend: t.backend.Name(), source: source, acquire: time.Since(start)}
 	t.p.metrics.acquire.WithLabelValues(t.kind.String(), source).Observe(l.acquire.Seconds())
 	return l, nil

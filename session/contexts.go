@@ -165,6 +165,11 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 	if err != nil {
 		return nil, err
 	}
+	// The tenant's executions per minute: refused, the cell leaves no
+	// record.
+	if err := m.cfg.Provisioner.AdmitExec(tenant.ID); err != nil {
+		return nil, err
+	}
 	timeout := m.cfg.ExecTimeout
 	if req.TimeoutSec > 0 {
 		timeout = time.Duration(req.TimeoutSec) * time.Second

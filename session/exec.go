@@ -31,6 +31,11 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 		return nil, err
 	}
 	defer end()
+	// The tenant's executions per minute: refused, the exec leaves no
+	// record.
+	if err := m.cfg.Provisioner.AdmitExec(tenant.ID); err != nil {
+		return nil, err
+	}
 	timeout := m.cfg.ExecTimeout
 	if req.TimeoutSec > 0 {
 		timeout = time.Duration(req.TimeoutSec) * time.Second

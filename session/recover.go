@@ -106,7 +106,8 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 	if sandboxID == "" {
 		sandboxID = "ss-" + s.ID
 	}
-	lease, err := m.cfg.Provisioner.Reattach(ctx, tenant, s.Backend, sandboxID, s.StartSource, network)
+	lease, err := m.cfg.Provisioner.Reattach(ctx, tenant, s.Backend, sandboxID, s.StartSource,
+		airlock.Limits{CPUs: s.Limits.CPUs, MemoryBytes: s.Limits.MemoryBytes}, network)
 	if err != nil {
 		m.cfg.Logger.Warn("a session's sandbox could not be reattached; the session is ended", "session", s.ID, "err", err)
 		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionDestroyed,

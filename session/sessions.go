@@ -112,9 +112,13 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	}
 	// Admission and the backend, within the tenant's isolation floor, as
 	// for every sandbox of the node.
+	// The session's expiry as recorded below, near enough for the
+	// quotas' Retry-After.
 	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
 		Kind: provision.Session, Tenant: tenant, Isolation: req.Isolation,
 		Network: netPolicy.HasNetwork(), BrokerScopes: req.BrokerScopes,
+		Limits:   airlock.Limits{CPUs: limits.CPUs, MemoryBytes: limits.MemoryBytes},
+		Deadline: m.cfg.Now().Add(time.Duration(limits.TimeoutS) * time.Second),
 	})
 	if err != nil {
 		release()

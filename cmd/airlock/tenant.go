@@ -12,8 +12,9 @@ import (
 
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
-  airlock tenant set NAME --first-party[=false] [--state-dir DIR]
+  airlock tenant set NAME [--first-party[=false]] [--quota KEY=VALUE ...] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
+  airlock tenant usage [NAME] [--json] [--state-dir DIR]
 
 Administers the tenants in this node's store, <state-dir>/airlock.db; run it
 on the server host, as the user that owns the state directory (root).
@@ -25,7 +26,29 @@ on the server host, as the user that owns the state directory (root).
           the host's kernel) when a request asks for it. --first-party=false
           takes that back: the tenant's code runs only behind a separate
           kernel (gVisor, a microVM), which is every tenant's default.
-  ls      lists the tenants, oldest first
+          --quota KEY=VALUE (repeatable) overrides one of airlockd's
+          default quotas (airlockd --quota) for the tenant; VALUE
+          "unlimited" lifts it, "default" drops the override. Keys:
+            sessions                 live sessions
+            runs                     one-shot runs at once
+            executions_per_minute    runs, session execs and cells
+            vcpu                     vCPU of live sandboxes (e.g. 4, 0.5)
+            memory                   memory of live sandboxes (e.g. 8GiB)
+            sandbox_seconds_per_day  sandbox wall time per UTC day (or 8h)
+            egress_bytes_per_day     egress bytes per UTC day (e.g. 10GiB)
+          A running airlockd applies it within its --quota-flush (10 s).
+  ls      lists the tenants, oldest first, with their quota overrides
+  usage   shows each tenant's (or NAME's) use against its quotas, read
+          from the store: SESSIONS, VCPU and MEMORY from the live sessions
+          recorded (their sizes); RUNS from the one-shot executions
+          recorded as running (a run still waiting for a slot is not
+          recorded yet, and one-shot runs' vCPU and memory are not
+          recorded, so VCPU and MEMORY leave them out); EXEC/MIN from the
+          executions recorded in the last 60 s; SANDBOX-S and EGRESS from
+          the day's counters as airlockd last wrote them (at most its
+          --quota-flush behind). Limits are the tenant's overrides, else
+          the defaults the node's airlockd last started with. GET
+          /v1/usage shows a tenant airlockd's own, exact view.
 
 flags:
   --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
@@ -33,14 +56,14 @@ flags:
 `
 
 func init() {
-	register("tenant", "create and list tenants in this node's store", func(ctx context.Context, args []string) error {
+	register("tenant", "create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store", func(ctx context.Context, args []string) error {
 		return runTenant(ctx, args, osStdio())
 	})
 }
 
 func runTenant(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "tenant", 2, "want a subcommand: create, set or ls")
+		return usageError(std.err, "tenant", 2, "want a subcommand: create, set, ls or usage")
 	}
 	switch args[0] {
 	case "create":
@@ -49,11 +72,13 @@ func runTenant(ctx context.Context, args []string, std stdio) error {
 		return runTenantList(ctx, args[1:], std)
 	case "set":
 		return runTenantSet(ctx, args[1:], std)
+	case "usage":
+		return runTenantUsage(ctx, args[1:], std)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, tenantUsage)
 		return nil
 	}
-	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create, set or ls)", args[0])
+	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create, set, ls or usage)", args[0])
 }
 
 // validTenantName checks a tenant name: 1-64 characters of [a-z0-9-],
@@ -119,10 +144,14 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	overrides, err := db.TenantQuotas(ctx)
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tCREATED")
+	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tCREATED\tQUOTAS")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
 	}
 	return tw.Flush()
 }

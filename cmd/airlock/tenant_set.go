@@ -4,15 +4,41 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/quota"
 )
 
-// runTenantSet changes a tenant's policy: today whether it is first-party
-// (which sets its isolation floor).
+// runTenantSet changes a tenant's policy: whether it is first-party
+// (which sets its isolation floor) and its quota overrides.
 func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant set", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	type change struct {
+		key   quota.Key
+		limit int64
+		drop  bool
+	}
+	var quotas []change
+	fs.Func("quota", "", func(v string) error {
+		name, val, ok := strings.Cut(v, "=")
+		if ok && strings.TrimSpace(val) == "default" {
+			k := quota.Key(strings.TrimSpace(name))
+			if !k.Valid() {
+				_, _, err := quota.ParseAssignment(v)
+				return err
+			}
+			quotas = append(quotas, change{key: k, drop: true})
+			return nil
+		}
+		k, n, err := quota.ParseAssignment(v)
+		if err != nil {
+			return err
+		}
+		quotas = append(quotas, change{key: k, limit: n})
+		return nil
+	})
 	var firstParty *bool
 	fs.BoolFunc("first-party", "", func(v string) error {
 		b, err := strconv.ParseBool(v)
@@ -29,8 +55,8 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if len(pos) != 1 {
 		return usageError(std.err, "tenant", 2, "set wants one NAME")
 	}
-	if firstParty == nil {
-		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party or --first-party=false")
+	if firstParty == nil && len(quotas) == 0 {
+		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false] or --quota KEY=VALUE")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -44,10 +70,28 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if err := db.SetTenantFirstParty(ctx, t.ID, *firstParty); err != nil {
-		return err
+	if firstParty != nil {
+		if err := db.SetTenantFirstParty(ctx, t.ID, *firstParty); err != nil {
+			return err
+		}
+		t.FirstParty = *firstParty
+		fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s\n", printableText(t.Name), t.FirstParty, t.IsolationFloor())
 	}
-	t.FirstParty = *firstParty
-	fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s\n", printableText(t.Name), t.FirstParty, t.IsolationFloor())
+	for _, c := range quotas {
+		if c.drop {
+			if err := db.DeleteTenantQuota(ctx, t.ID, string(c.key)); err != nil {
+				return err
+			}
+			fmt.Fprintf(std.out, "tenant %s: quota %s is the default again\n", printableText(t.Name), c.key)
+			continue
+		}
+		if err := db.SetTenantQuota(ctx, t.ID, string(c.key), c.limit); err != nil {
+			return err
+		}
+		fmt.Fprintf(std.out, "tenant %s: quota %s=%s\n", printableText(t.Name), c.key, c.key.Format(c.limit))
+	}
+	if len(quotas) > 0 {
+		fmt.Fprintln(std.out, "(a running airlockd applies quota changes within --quota-flush, 10 s by default)")
+	}
 	return nil
 }

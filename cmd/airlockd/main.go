@@ -68,6 +68,7 @@ type options struct {
 	egress         egressOptions
 	api            apiOptions
 	e2b            e2bOptions
+	quotas         quotaOptions
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	o.egress.register(flag.CommandLine)
 	o.api.register(flag.CommandLine)
 	o.e2b.register(flag.CommandLine)
+	o.quotas.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -180,7 +182,22 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The quotas' counters are written last on the way out, after every
+	// sandbox has ended or been left for the next start.
+	quotas, err := newQuotas(ctx, o.quotas, o.sessions.maxPerTenant, o.stateDir, store, registry, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := quotas.Close(cctx); err != nil {
+			logger.Error("writing the quotas' counters", "err", err)
+		}
+	}()
+	eg, err := startEgress(o.egress, o.stateDir, store, quotas, logger)
 	if err != nil {
 		return err
 	}
@@ -193,8 +210,6 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			}
 		}()
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prov, err := provision.New(provision.Config{
 		Backends: append([]airlock.Backend{backend}, extra...),
 		Admission: provision.Admission{
@@ -202,8 +217,8 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			OneShotTenantShare: o.tenantShare,
 			MaxQueue:           o.maxQueue,
 			Sessions:           o.sessions.max,
-			SessionsPerTenant:  o.sessions.maxPerTenant,
 		},
+		Quotas:      quotas,
 		SnapshotDir: snapshotDir,
 		MaxStarts:   o.maxStarts,
 		Pool: provision.PoolConfig{
@@ -313,6 +328,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		LoopbackOnly: loopback,
 		PublicURL:    o.api.publicURL,
 		Sessions:     watched,
+		Usage:        quotas,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,
 		Logger:       logger,

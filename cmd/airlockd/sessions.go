@@ -39,7 +39,7 @@ func (o *sessionOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.execTimeout, "session-exec-timeout", time.Minute, "wall time of a session exec or cell when the request names none")
 	fs.DurationVar(&o.maxExecTimeout, "session-max-exec-timeout", time.Hour, "longest wall time a session exec or cell may ask for")
 	fs.IntVar(&o.max, "max-sessions", 32, "live sessions on this node")
-	fs.IntVar(&o.maxPerTenant, "max-sessions-per-tenant", 8, "live sessions of one tenant")
+	fs.IntVar(&o.maxPerTenant, "max-sessions-per-tenant", 8, "live sessions of one tenant: the default of the sessions quota unless --quota sessions=N names one")
 	fs.StringVar(&o.warm, "warm-sessions", "python-ds/small", "image/size pairs whose sessions are readied ahead (base snapshot, pool members), comma-separated; empty for none")
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/provision"
+	"github.com/airlockhq/airlock/quota"
 	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
@@ -45,6 +46,15 @@ type Options struct {
 	// Store is the store (nil: a fresh SQLite file).
 	Store     *sqlite.DB
 	Admission provision.Admission
+	// Quotas, when set, are the tenants' default quotas: the stack keeps
+	// them in a ledger on its store (Stack.Quotas), as airlockd does, and
+	// serves GET /v1/usage. Nil leaves the provisioner's own ledger
+	// (Admission.SessionsPerTenant sessions per tenant).
+	Quotas quota.Limits
+	// Ledger, when set, is the ledger of the tenants' quotas instead (one
+	// the test made, e.g. to share it with its egress service); the test
+	// starts and closes it.
+	Ledger *quota.Ledger
 	// Snapshots keeps base snapshots in SnapshotDir (a temporary one if
 	// empty); Pool sizes the pool, which is off unless Pool.Max > 0 or
 	// Warm names pairs.
@@ -80,6 +90,7 @@ type Stack struct {
 	Images      *image.Store
 	Backend     *gvisor.Backend
 	Provisioner *provision.Provisioner
+	Quotas      *quota.Ledger // nil unless Options.Quotas or Ledger was set
 	Runner      *run.Runner
 	Manager     *manager.Manager
 	Sessions    *session.Manager
@@ -137,9 +148,28 @@ func New(t testing.TB, o Options) *Stack {
 	if pool.Max == 0 && len(o.Warm) == 0 && len(o.WarmSessions) == 0 {
 		pool.Disabled = true
 	}
+	var quotas provision.Quotas
+	if o.Ledger != nil {
+		s.Quotas, quotas = o.Ledger, o.Ledger
+	} else if o.Quotas != nil {
+		s.Quotas, err = quota.New(quota.Config{Defaults: o.Quotas, Store: s.Store, FlushInterval: time.Second, FlushGap: 100 * time.Millisecond, Metrics: s.Registry, Logger: s.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Quotas.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { // after the sessions and the provisioner (cleanups run last first)
+			if err := s.Quotas.Close(context.Background()); err != nil {
+				t.Errorf("close the quotas: %v", err)
+			}
+		})
+		quotas = s.Quotas
+	}
 	s.Provisioner, err = provision.New(provision.Config{
 		Backends:    append([]airlock.Backend{s.Backend}, o.Extra...),
 		Admission:   o.Admission,
+		Quotas:      quotas,
 		SnapshotDir: snapDir,
 		Pool:        pool,
 		Egress:      o.Egress,
@@ -214,10 +244,14 @@ func New(t testing.TB, o Options) *Stack {
 	if o.WrapSessions != nil {
 		sessions = o.WrapSessions(sessions)
 	}
-	api, err := httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
 		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
-	})
+	}
+	if s.Quotas != nil {
+		cfg.Usage = s.Quotas
+	}
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
