@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -134,7 +135,12 @@ func problemEvent(data []byte, status int) error {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return fmt.Errorf("%w: error event: %v", ErrBadResponse, err)
 	}
-	e := &Error{Status: p.Status, Type: p.Type, Title: p.Title, Detail: p.Detail, Code: p.Code}
+	e := &Error{Status: p.Status, Type: p.Type, Title: p.Title, Detail: p.Detail, Code: p.Code, Extensions: extensions(data)}
+	// No header can come after the stream started: the server sends
+	// the retry hint as the retry_after member, in seconds.
+	if secs, ok := e.Extensions["retry_after"].(float64); ok && secs > 0 {
+		e.RetryAfter = min(time.Duration(secs*float64(time.Second)), maxRetryAfter)
+	}
 	if e.Status == 0 {
 		e.Status = status
 	}

@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
 )
 
 func TestEventReader(t *testing.T) {
@@ -60,4 +63,15 @@ func FuzzEventReader(f *testing.F) {
 			problemEvent(ev.data, 200)
 		}
 	})
+}
+
+// The retry hint of an error event comes in its retry_after member.
+func TestProblemEventRetryAfter(t *testing.T) {
+	err := problemEvent([]byte(`{"type":"urn:airlock:problem:store-busy","title":"Service Unavailable","status":503,"detail":"busy","code":"unavailable","retry_after":3}`), 200)
+	if d := airlock.RetryAfterOf(err); d != 3*time.Second {
+		t.Fatalf("RetryAfterOf = %v, want 3s (%v)", d, err)
+	}
+	if err := problemEvent([]byte(`{"status":503,"code":"unavailable","retry_after":"soon"}`), 200); airlock.RetryAfterOf(err) != 0 {
+		t.Fatalf("a retry_after that is not a number gave %v", airlock.RetryAfterOf(err))
+	}
 }

@@ -123,7 +123,7 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request) {
 	}
 	start := map[string]string{"context_id": cid}
 	if err != nil {
-		p, _ := problemFor(err)
+		p := streamProblem(err)
 		s.log.Warn("cell failed mid-stream", "request_id", info(r.Context()).id, "error", err.Error())
 		st.end("start", start, "error", p)
 	} else {

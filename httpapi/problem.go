@@ -150,6 +150,28 @@ func problemFor(err error) (p *Problem, internal bool) {
 	return p, false
 }
 
+// RetryAfterMember is the problem member that carries, in whole seconds,
+// the Retry-After of a problem sent where no header can go: an event
+// stream's error event, after the stream's headers were sent.
+const RetryAfterMember = "retry_after"
+
+// streamProblem is problemFor for an event stream's error event: the
+// retry hint, which a response would send as Retry-After, goes in the
+// retry_after member.
+func streamProblem(err error) *Problem {
+	p, internal := problemFor(err)
+	if d := airlock.RetryAfterOf(err); d > 0 && !internal {
+		ext := make(map[string]any, len(p.Extensions)+1)
+		for k, v := range p.Extensions {
+			ext[k] = v
+		}
+		secs, _ := strconv.Atoi(RetryAfterSeconds(d))
+		ext[RetryAfterMember] = secs
+		p.Extensions = ext
+	}
+	return p
+}
+
 // ErrorFromProblem maps a problem document back to the domain error: Code
 // from the problem's code member (or, if missing or unknown, from its
 // status), Type from the slug of its type URI, Message from its detail (or

@@ -62,7 +62,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		start["execution_id"] = e.ID
 	}
 	if err != nil {
-		p, _ := problemFor(err)
+		p := streamProblem(err)
 		s.log.Warn("session exec failed mid-stream", "request_id", info(r.Context()).id, "error", err.Error())
 		st.end("start", start, "error", p)
 	} else {

@@ -98,8 +98,7 @@ func (s *Server) sessionOutput(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if airlock.ErrorCode(err) == airlock.EUNAVAILABLE { // dropped, or the server stops
-			p, _ := problemFor(err)
-			st.end("watching", start, "error", p)
+			st.end("watching", start, "error", streamProblem(err))
 		} else {
 			end := map[string]any{"session_id": id}
 			if sess, serr := svc.Session(ctx, tenant, id); serr == nil {

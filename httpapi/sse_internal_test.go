@@ -1,9 +1,16 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/airlockhq/airlock"
 )
 
 func TestWantsEventStream(t *testing.T) {
@@ -57,4 +64,38 @@ func FuzzParseSignal(f *testing.F) {
 			t.Fatalf("parseSignal(%q) = %d", raw, n)
 		}
 	})
+}
+
+// An error event cannot carry a Retry-After header (the stream's headers
+// went out when it started): its retry hint is the retry_after member,
+// in whole seconds rounded up; problems without one, and internal
+// errors, have none.
+func TestStreamProblemRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want any
+	}{
+		{"busy store", airlock.Problem(airlock.EUNAVAILABLE, "store-busy", "busy").RetryLater(1500 * time.Millisecond), 2},
+		{"no hint", airlock.Problem(airlock.ENOTFOUND, "session-not-found", "gone"), nil},
+		{"internal", fmt.Errorf("wrapped: %w", errors.New("disk on fire")), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := streamProblem(tt.err)
+			got, ok := p.Extensions[RetryAfterMember]
+			if tt.want == nil {
+				if ok {
+					t.Fatalf("retry_after %v, want none", got)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Fatalf("retry_after %v, want %v", got, tt.want)
+			}
+			b, err := json.Marshal(p)
+			if err != nil || !strings.Contains(string(b), `"retry_after":2`) {
+				t.Fatalf("encoded %s %v", b, err)
+			}
+		})
+	}
 }
