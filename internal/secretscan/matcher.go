@@ -154,5 +154,18 @@ func tidy(fs []Finding) []Finding {
 			out = append(out, f)
 		}
 	}
+	// An excerpt shows parts of the match (a name, a label, a prefix):
+	// where a host secret overlaps the match, it shows nothing.
+	for i, f := range out {
+		if f.Rule == RuleHostSecret {
+			continue
+		}
+		for _, g := range out {
+			if g.Rule == RuleHostSecret && f.Offset < g.end && g.Offset < f.end {
+				out[i].Excerpt = mask("", int(f.end-f.Offset))
+				break
+			}
+		}
+	}
 	return out
 }

@@ -250,7 +250,9 @@ func checkAWS(w []byte, i int, trigger string) (match, bool) {
 		if n == 40 && (k+40 >= len(w) || w[k+40] != '=') {
 			v := w[k : k+40]
 			if random(v, 4.0) && hasUpperLowerDigit(v) {
-				return match{start: i, end: j + 16, excerpt: mask(trigger, 20) + " with a secret access key nearby"}, true
+				// The match spans both, so an assignment of the secret
+				// is not listed again as a generic one.
+				return match{start: min(i, k), end: max(j+16, k+40), excerpt: mask(trigger, 20) + " with a secret access key nearby"}, true
 			}
 		}
 		k += n

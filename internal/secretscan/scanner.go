@@ -95,7 +95,7 @@ func (s *Scanner) matcher(mode Mode) *matcher {
 
 // ScanBytes scans b as the content of a file named where.
 func (s *Scanner) ScanBytes(where string, b []byte) []Finding {
-	fs, _ := s.scanReader(s.matcher(ModeFiles), where, bytes.NewReader(b), s.cfg.MaxFindings, nil)
+	fs, _ := s.scanReader(s.matcher(ModeFiles), where, bytes.NewReader(b), s.cfg.MaxFindings, newBuffer(len(b)))
 	return s.allow(fs)
 }
 
@@ -106,7 +106,11 @@ func (s *Scanner) ScanBytes(where string, b []byte) []Finding {
 func (s *Scanner) ScanEnv(env []string) []Finding {
 	m := s.matcher(ModeFiles)
 	var out []Finding
-	buf := make([]byte, 0, ctxBytes+chunkBytes+ctxBytes)
+	longest := 0
+	for _, kv := range env {
+		longest = max(longest, len(kv))
+	}
+	buf := newBuffer(longest)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		where := "env " + printable(k)
@@ -153,6 +157,12 @@ func (s *Scanner) allow(fs []Finding) []Finding {
 // chunkBytes is how much of a file is read at a time.
 const chunkBytes = 1 << 20
 
+// newBuffer returns a buffer for scanReader that reads up to n bytes (at
+// most chunkBytes) at a time.
+func newBuffer(n int) []byte {
+	return make([]byte, 0, min(n, chunkBytes)+3*ctxBytes)
+}
+
 // errTooMany stops a file's scan at its findings bound.
 var errTooMany = errors.New("too many findings")
 
@@ -160,8 +170,8 @@ var errTooMany = errors.New("too many findings")
 // and after it in view of the rules. A file is text when its first 8 KiB
 // hold no NUL byte. It collects at most perFile findings.
 func (s *Scanner) scanReader(m *matcher, where string, r io.Reader, perFile int, buf []byte) ([]Finding, error) {
-	if cap(buf) < ctxBytes+chunkBytes+ctxBytes {
-		buf = make([]byte, 0, ctxBytes+chunkBytes+ctxBytes)
+	if cap(buf) < 3*ctxBytes {
+		buf = newBuffer(chunkBytes)
 	}
 	buf = buf[:0]
 	var (
@@ -195,6 +205,9 @@ func (s *Scanner) scanReader(m *matcher, where string, r io.Reader, perFile int,
 		out = append(out, f)
 	}
 	for {
+		if cap(buf)-ctxBytes-len(buf) < ctxBytes { // a reader longer than the buffer was made for
+			buf = append(newBuffer(chunkBytes), buf...)
+		}
 		n, err := io.ReadFull(r, buf[len(buf):cap(buf)-ctxBytes])
 		buf = buf[:len(buf)+n]
 		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)

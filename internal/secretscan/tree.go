@@ -60,7 +60,7 @@ func (s *Scanner) ScanTree(ctx context.Context, root string, mode Mode) (*Report
 	rep := &Report{}
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
-	buf := make([]byte, 0, ctxBytes+chunkBytes+ctxBytes)
+	buf := newBuffer(chunkBytes)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
