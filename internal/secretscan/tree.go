@@ -32,6 +32,9 @@ type Report struct {
 type Skipped struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
+	// Special is set for device nodes, fifos and sockets: nothing a
+	// scan could read.
+	Special bool `json:"special,omitempty"`
 }
 
 // Err returns a *FoundError naming subject when the report has findings
@@ -87,7 +90,7 @@ func (s *Scanner) ScanTree(ctx context.Context, root string, mode Mode) (*Report
 		case t&fs.ModeSymlink != 0:
 			return nil
 		case !t.IsRegular():
-			rep.Skipped = append(rep.Skipped, Skipped{Path: name, Reason: "not a regular file (" + t.String() + ")"})
+			rep.Skipped = append(rep.Skipped, Skipped{Path: name, Reason: "not a regular file (" + t.String() + ")", Special: true})
 			return nil
 		}
 		fi, err := d.Info()
