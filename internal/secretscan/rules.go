@@ -56,19 +56,23 @@ var assignmentTriggers = []string{
 	"privatekey", "private_key", "authkey", "auth_key", "credential", "passphrase",
 }
 
-func isAlnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-func isWord(c byte) bool  { return isAlnum(c) || c == '_' }
-func isB64(c byte) bool   { return isAlnum(c) || c == '+' || c == '/' }
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+func isWord(c byte) bool { return isAlnum(c) || c == '_' }
+func isB64(c byte) bool  { return isAlnum(c) || c == '+' || c == '/' }
 
 // isB64URL is the base64url alphabet (JWT segments).
-func isB64URL(c byte) bool     { return isAlnum(c) || c == '-' || c == '_' }
-func isTokenByte(c byte) bool  { return isAlnum(c) || c == '-' || c == '_' || c == '.' }
-func isDashAlnum(c byte) bool  { return isAlnum(c) || c == '-' }
-func isLowerB32(c byte) bool   { return c >= 'a' && c <= 'z' || c >= '2' && c <= '7' }
-func isLowerHex(c byte) bool   { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
-func isUpperB32(c byte) bool   { return c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' }
-func isNameByte(c byte) bool   { return isWord(c) || c == '-' || c == '.' }
-func isValueByte(c byte) bool  { return isB64(c) || c == '=' || c == '_' || c == '-' || c == '.' || c == '~' }
+func isB64URL(c byte) bool    { return isAlnum(c) || c == '-' || c == '_' }
+func isTokenByte(c byte) bool { return isAlnum(c) || c == '-' || c == '_' || c == '.' }
+func isDashAlnum(c byte) bool { return isAlnum(c) || c == '-' }
+func isLowerB32(c byte) bool  { return c >= 'a' && c <= 'z' || c >= '2' && c <= '7' }
+func isLowerHex(c byte) bool  { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+func isUpperB32(c byte) bool  { return c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' }
+func isNameByte(c byte) bool  { return isWord(c) || c == '-' || c == '.' }
+func isValueByte(c byte) bool {
+	return isB64(c) || c == '=' || c == '_' || c == '-' || c == '.' || c == '~'
+}
 func isSpaceOrTab(c byte) bool { return c == ' ' || c == '\t' }
 
 // run returns how many bytes from w[j] are in class, counting at most
