@@ -89,6 +89,15 @@ func (s *Scanner) WithKnown(k *Known) *Scanner {
 	return &c
 }
 
+// WithMaxFileBytes returns a copy of s with another size cap per file.
+func (s *Scanner) WithMaxFileBytes(n int64) *Scanner {
+	c := *s
+	if n > 0 {
+		c.cfg.MaxFileBytes = n
+	}
+	return &c
+}
+
 func (s *Scanner) matcher(mode Mode) *matcher {
 	return newMatcher(s.cfg.Known.Secrets(), mode == ModeMemory)
 }
