@@ -28,6 +28,7 @@ import (
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
@@ -180,7 +181,8 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, logger)
+	secrets := hostSecrets(o.stateDir, o.api.metricsKey)
+	eg, err := startEgress(o.egress, o.stateDir, store, secrets, logger)
 	if err != nil {
 		return err
 	}
@@ -214,6 +216,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			Disabled:     o.poolMax == 0,
 		},
 		Egress:  egressOf(eg),
+		Secrets: secretscan.Default().WithKnown(secrets),
 		Metrics: registry,
 		Logger:  logger,
 	})
