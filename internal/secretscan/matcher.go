@@ -10,6 +10,7 @@ import (
 // encoding of a host secret.
 type trigger struct {
 	lit    []byte // lower case when fold
+	str    string // lit as given, for the rule's check
 	fold   bool
 	rule   *rule  // nil for a host secret
 	secret string // the host secret's name
@@ -20,8 +21,9 @@ type trigger struct {
 // closer, so most bytes cost a table lookup.
 type matcher struct {
 	pairs  [1 << 16 / 64]uint64
-	byPair map[uint16][]trigger
-	memory bool // skip text-only rules everywhere
+	index  []uint16    // pair -> 1 + its position in byPair, read on a bitset hit
+	byPair [][]trigger // the triggers of each pair in use
+	memory bool        // skip text-only rules everywhere
 }
 
 var lowerTab = func() (t [256]byte) {
@@ -38,14 +40,19 @@ var lowerTab = func() (t [256]byte) {
 func pairOf(a, b byte) uint16 { return uint16(lowerTab[a])<<8 | uint16(lowerTab[b]) }
 
 func newMatcher(secrets []Secret, memory bool) *matcher {
-	m := &matcher{byPair: map[uint16][]trigger{}, memory: memory}
+	m := &matcher{index: make([]uint16, 1<<16), memory: memory}
 	add := func(t trigger) {
-		if len(t.lit) < 2 {
+		if len(t.lit) < 2 || len(m.byPair) >= 1<<16-1 {
 			return
 		}
 		p := pairOf(t.lit[0], t.lit[1])
 		m.pairs[p>>6] |= 1 << (p & 63)
-		m.byPair[p] = append(m.byPair[p], t)
+		if m.index[p] == 0 {
+			m.byPair = append(m.byPair, nil)
+			m.index[p] = uint16(len(m.byPair))
+		}
+		k := m.index[p] - 1
+		m.byPair[k] = append(m.byPair[k], t)
 	}
 	for _, r := range rules {
 		if memory && r.textOnly {
@@ -56,7 +63,7 @@ func newMatcher(secrets []Secret, memory bool) *matcher {
 			if r.fold {
 				b = bytes.ToLower(b)
 			}
-			add(trigger{lit: b, fold: r.fold, rule: r})
+			add(trigger{lit: b, str: lit, fold: r.fold, rule: r})
 		}
 	}
 	for _, s := range secrets {
@@ -80,34 +87,46 @@ type hit struct {
 // look at all of w. Text-only rules run only when text is set.
 func (m *matcher) scan(w []byte, from, to int, text bool, emit func(hit)) {
 	to = min(to, len(w)-1)
-	for i := from; i < to; i++ {
-		p := pairOf(w[i], w[i+1])
+	if from >= to {
+		return
+	}
+	lw := w[from : to+1] // each position needs the byte after it
+	prev := uint16(lowerTab[lw[0]])
+	for j := 1; j < len(lw); j++ {
+		cur := uint16(lowerTab[lw[j]])
+		p := prev<<8 | cur
+		prev = cur
 		if m.pairs[p>>6]&(1<<(p&63)) == 0 {
 			continue
 		}
-		for _, t := range m.byPair[p] {
-			if len(w)-i < len(t.lit) {
+		m.at(w, from+j-1, p, text, emit)
+	}
+}
+
+// at checks the triggers of pair p at w[i].
+func (m *matcher) at(w []byte, i int, p uint16, text bool, emit func(hit)) {
+	for _, t := range m.byPair[m.index[p]-1] {
+		if len(w)-i < len(t.lit) {
+			continue
+		}
+		cand := w[i : i+len(t.lit)]
+		if t.fold {
+			if !equalFold(cand, t.lit) {
 				continue
 			}
-			cand := w[i : i+len(t.lit)]
-			if t.fold {
-				if !equalFold(cand, t.lit) {
-					continue
-				}
-			} else if !bytes.Equal(cand, t.lit) {
-				continue
-			}
-			if t.rule == nil {
-				emit(hit{rule: RuleHostSecret, at: i, start: i, end: i + len(t.lit),
-					excerpt: fmt.Sprintf("<%s> (%d bytes)", printable(t.secret), len(t.lit))})
-				continue
-			}
-			if t.rule.textOnly && !text {
-				continue
-			}
-			if mt, ok := t.rule.check(w, i, string(cand)); ok {
-				emit(hit{rule: t.rule.name, generic: t.rule.textOnly, at: i, start: mt.start, end: mt.end, excerpt: mt.excerpt})
-			}
+		} else if !bytes.Equal(cand, t.lit) {
+			continue
+		}
+		if t.rule == nil {
+			emit(hit{rule: RuleHostSecret, at: i, start: i, end: i + len(t.lit),
+				excerpt: fmt.Sprintf("<%s> (%d bytes)", printable(t.secret), len(t.lit))})
+			continue
+		}
+		if t.rule.textOnly && !text {
+			continue
+		}
+		if mt, ok := t.rule.check(w, i, t.str); ok {
+			emit(hit{rule: t.rule.name, generic: t.rule.textOnly, at: i, start: mt.start, end: mt.end, excerpt: mt.excerpt})
 		}
 	}
 }

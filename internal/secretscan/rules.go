@@ -421,21 +421,25 @@ var secretSuffixes = []string{
 // secret: it ends in SECRET, TOKEN, PASSWORD, API_KEY, ACCESS_KEY and the
 // like, whatever the case and separators (so GITHUB_TOKEN, apiKey and
 // db.password do; TOKEN_FILE, password_hash and tokenize do not).
-func SecretName(name string) bool {
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'A' && c <= 'Z':
-			b.WriteByte(c + 'a' - 'A')
-		case c == '_' || c == '-' || c == '.':
-		default:
-			b.WriteByte(c)
+func SecretName(name string) bool { return secretName([]byte(name)) }
+
+func secretName(name []byte) bool {
+	for _, suf := range secretSuffixes {
+		// Compare from the end, skipping separators, ignoring case.
+		i, j := len(name)-1, len(suf)-1
+		for i >= 0 && j >= 0 {
+			c := name[i]
+			if c == '_' || c == '-' || c == '.' {
+				i--
+				continue
+			}
+			if lowerTab[c] != suf[j] {
+				break
+			}
+			i--
+			j--
 		}
-	}
-	n := b.String()
-	for _, s := range secretSuffixes {
-		if strings.HasSuffix(n, s) {
+		if j < 0 {
 			return true
 		}
 	}
@@ -456,15 +460,10 @@ func checkAssignment(w []byte, i int, trigger string) (match, bool) {
 		e++
 	}
 	name := w[s:e]
-	if !SecretName(string(name)) {
+	// A name with more than one trigger (secret_access_key) is matched
+	// once: the scan drops an assignment that starts inside the last.
+	if !secretName(name) {
 		return match{}, false
-	}
-	// The trigger must be the last of its kind in the name, so a name is
-	// checked once (secret_access_key holds three triggers).
-	for _, t := range assignmentTriggers {
-		if k := bytes.LastIndex(bytes.ToLower(name), []byte(t)); k >= 0 && s+k > i {
-			return match{}, false
-		}
 	}
 	j := e
 	if j < len(w) && (w[j] == '"' || w[j] == '\'') && s > 0 && w[s-1] == w[j] {
