@@ -25,9 +25,9 @@ type SecretScan struct {
 }
 
 // refused wraps a *secretscan.FoundError in the domain error: an
-// unprocessable image, its message naming each finding (masked).
-func refused(err error) error {
-	return &airlock.Error{Code: airlock.EUNPROCESSABLE, Type: ProblemSecret, Message: err.Error(), Err: err}
+// unprocessable image; the error's text names each finding (masked).
+func refused(name string, err error) error {
+	return &airlock.Error{Code: airlock.EUNPROCESSABLE, Type: ProblemSecret, Message: "refused to publish image " + name, Err: err}
 }
 
 // scanSpec checks a spec's environment and files before anything is
@@ -38,7 +38,7 @@ func (b *Builder) scanSpec(spec airlock.ImageSpec) error {
 		fs = append(fs, b.cfg.Secrets.ScanBytes("spec file "+p, []byte(spec.Files[p]))...)
 	}
 	if err := secretscan.Refusal("image spec "+spec.Name, fs); err != nil {
-		return refused(err)
+		return refused(spec.Name, err)
 	}
 	return nil
 }
@@ -69,10 +69,10 @@ func (b *Builder) scanRootfs(ctx context.Context, bl *build, name, rootfs string
 		rep.Files, HumanSize(rep.Bytes), rep.Duration.Seconds(), len(sum.Allowed), sum.Special)
 	if err := rep.Err("image " + name); err != nil {
 		bl.step("refused: %v", err)
-		return nil, refused(err)
+		return nil, refused(name, err)
 	}
-	if rep.Truncated {
-		return nil, refused(fmt.Errorf("image %s: the scan stopped at its findings bound", name))
+	if rep.Truncated { // allowed findings alone filled the bound: the rest is unread
+		return nil, fmt.Errorf("secret scan of image %s stopped after %d findings; not published", name, len(rep.Findings))
 	}
 	return sum, nil
 }

@@ -5,6 +5,10 @@
 //     tenant's isolation floor, for every caller (Admit);
 //   - whether the node and the tenant have room: one-shot slots with a
 //     per-tenant share, live sessions per node and per tenant (Admit);
+//   - which base snapshots are kept: none that holds a credential (the
+//     sandbox's environment and the checkpoint's files are scanned with
+//     internal/secretscan before a snapshot is used; a refused key boots
+//     cold);
 //   - how the sandbox is obtained: a ready member of the warm pool, a
 //     restore of the image's base snapshot, or a cold boot; with a
 //     network, a boot into a network namespace the node's egress made for

@@ -213,7 +213,7 @@ func TestSnapshotScansCheckpoint(t *testing.T) {
 			t.Errorf("snapshots %v", got)
 		}
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "scanned base snapshot") {
+			if strings.Contains(line, "scanned base snapshot") || strings.Contains(line, "built base snapshot") {
 				t.Log(line)
 			}
 		}
