@@ -50,17 +50,30 @@ func (k *Known) AddSource(f func() []Secret) {
 	k.sources = append(k.sources, f)
 }
 
-// AddFile adds the content of a file, read at every scan, with the white
-// space around it trimmed; a missing file adds nothing (a key written
-// later is picked up then).
+// AddFile adds the content of a file, read at every scan: a text file
+// without the white space around it, a binary key as it is. A missing
+// file adds nothing (a key written later is picked up then).
 func (k *Known) AddFile(name, path string) {
 	k.AddSource(func() []Secret {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil
 		}
-		return []Secret{{Name: name, Value: bytes.TrimSpace(b)}}
+		if isText(b) {
+			b = bytes.TrimSpace(b)
+		}
+		return []Secret{{Name: name, Value: b}}
 	})
+}
+
+// isText reports whether b is printable ASCII and white space.
+func isText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 // StateDirFiles are airlockd's own secrets in its state directory: the

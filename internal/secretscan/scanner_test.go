@@ -106,10 +106,19 @@ func TestStateDir(t *testing.T) {
 	}
 	key := rnd(alnum, 40)
 	os.WriteFile(filepath.Join(dir, "default.key"), []byte(key+"\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "e2b.key"), rndBytes(32), 0o600)
+	e2bKey := append([]byte("\n "), rndBytes(30)...) // binary: kept whole
+	os.WriteFile(filepath.Join(dir, "e2b.key"), e2bKey, 0o600)
 	got := k.Secrets()
 	if len(got) != 2 {
 		t.Fatalf("secrets %d, want 2 (default.key and e2b.key)", len(got))
+	}
+	for _, s := range got {
+		if strings.Contains(s.Name, "e2b.key") && !bytes.Equal(s.Value, e2bKey) {
+			t.Errorf("the binary key was changed: %x", s.Value)
+		}
+		if strings.Contains(s.Name, "default.key") && string(s.Value) != key {
+			t.Errorf("the text key was not trimmed: %q", s.Value)
+		}
 	}
 	fs := secretscan.Default().WithKnown(k).ScanBytes("/etc/motd", []byte("welcome "+key))
 	if len(fs) != 1 || !strings.Contains(fs[0].Excerpt, "default.key") {
