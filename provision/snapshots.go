@@ -187,7 +187,11 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	// What it saved: the memory of the agent and the warm runtime (their
-	// environments among it) and the kernel's state.
+	// environments among it) and the kernel's state. (The agent reports
+	// no environment of its own: its protocol has no such request and
+	// its file reads are confined to /workspace and /tmp. The runtime's
+	// environment is what the host handed it, scanned above, and lives
+	// in the memory scanned here.)
 	if err := s.scan(ctx, k, tmp); err != nil {
 		os.RemoveAll(tmp)
 		return err
