@@ -67,9 +67,14 @@ func (s *syncBuffer) String() string {
 // of img's Python, scanning with known, and starts it.
 func startWarm(t *testing.T, img *airlock.Image, known *secretscan.Known) (*provision.Provisioner, *prometheus.Registry, string, *syncBuffer) {
 	t.Helper()
+	return startWarmIn(t, filepath.Join(t.TempDir(), "snapshots"), img, known)
+}
+
+// startWarmIn is startWarm with the snapshots in snaps.
+func startWarmIn(t *testing.T, snaps string, img *airlock.Image, known *secretscan.Known) (*provision.Provisioner, *prometheus.Registry, string, *syncBuffer) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	snaps := filepath.Join(t.TempDir(), "snapshots")
 	p, err := provision.New(provision.Config{
 		Backends:    []airlock.Backend{testenv.GVisor(t)},
 		SnapshotDir: snaps,
@@ -81,16 +86,18 @@ func startWarm(t *testing.T, img *airlock.Image, known *secretscan.Known) (*prov
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		p.Close(ctx)
-	})
+	t.Cleanup(func() { closeProvisioner(p) })
 	p.Warm(img, airlock.Python, airlock.DefaultLimits)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return p, reg, snaps, logs
+}
+
+func closeProvisioner(p *provision.Provisioner) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p.Close(ctx)
 }
 
 func randomHex(n int) string {
@@ -154,7 +161,10 @@ func TestSnapshotRefusesEnvSecret(t *testing.T) {
 			img := *base
 			img.Env = append(slices.Clone(base.Env), c.env)
 			p, reg, snaps, logs := startWarm(t, &img, known)
-			testreq.Eventually(t, 2*time.Minute, "the snapshot refused", func() bool { return snapshotBuilds(t, reg, "refused") == 1 })
+			// Counted, then logged.
+			testreq.Eventually(t, 2*time.Minute, "the snapshot refused", func() bool {
+				return snapshotBuilds(t, reg, "refused") == 1 && strings.Contains(logs.String(), "base snapshot refused")
+			})
 			if got := snapshotDirs(t, snaps); len(got) > 0 {
 				t.Errorf("snapshots kept: %v", got)
 			}
@@ -201,8 +211,11 @@ func TestSnapshotRefusesEnvSecret(t *testing.T) {
 // environment) is refused naming the checkpoint file and offset.
 func TestSnapshotScansCheckpoint(t *testing.T) {
 	img := testenv.Image(t, "python-ds")
+	inMemory := []byte("JSON (JavaScript Object Notation) <https://json.org> is a subset of")
+	kept := filepath.Join(t.TempDir(), "snapshots")
 	t.Run("clean", func(t *testing.T) {
-		_, reg, snaps, logs := startWarm(t, img, &secretscan.Known{})
+		p, reg, snaps, logs := startWarmIn(t, kept, img, &secretscan.Known{})
+		defer closeProvisioner(p)
 		testreq.Eventually(t, 3*time.Minute, "the snapshot built", func() bool {
 			return snapshotBuilds(t, reg, "built") == 1 || snapshotBuilds(t, reg, "failed") > 0 || snapshotBuilds(t, reg, "refused") > 0
 		})
@@ -218,9 +231,28 @@ func TestSnapshotScansCheckpoint(t *testing.T) {
 			}
 		}
 	})
+	// The snapshot kept by the clean run is scanned again at the next
+	// start, with the host's values of then.
+	t.Run("kept snapshot rescanned", func(t *testing.T) {
+		if got := snapshotDirs(t, kept); len(got) != 1 {
+			t.Fatalf("no snapshot kept by the clean run: %v", got)
+		}
+		known := &secretscan.Known{}
+		known.Add("a value only the warm runtime's memory holds", inMemory)
+		_, reg, _, logs := startWarmIn(t, kept, img, known)
+		testreq.Eventually(t, 3*time.Minute, "the snapshot refused", func() bool {
+			return snapshotBuilds(t, reg, "refused") == 1 || snapshotBuilds(t, reg, "built") > 0
+		})
+		if out := logs.String(); !strings.Contains(out, "base snapshot on disk not used") || !strings.Contains(out, "host-secret") {
+			t.Errorf("the kept snapshot was not refused:\n%s", out)
+		}
+		if got := snapshotDirs(t, kept); len(got) > 0 {
+			t.Errorf("snapshots kept: %v", got)
+		}
+	})
 	t.Run("host value in memory", func(t *testing.T) {
 		known := &secretscan.Known{}
-		known.Add("a value only the warm runtime's memory holds", []byte("JSON (JavaScript Object Notation) <https://json.org> is a subset of"))
+		known.Add("a value only the warm runtime's memory holds", inMemory)
 		_, reg, snaps, logs := startWarm(t, img, known)
 		testreq.Eventually(t, 3*time.Minute, "the snapshot refused", func() bool {
 			return snapshotBuilds(t, reg, "refused") == 1 || snapshotBuilds(t, reg, "built") > 0
@@ -228,6 +260,7 @@ func TestSnapshotScansCheckpoint(t *testing.T) {
 		if snapshotBuilds(t, reg, "refused") != 1 {
 			t.Fatalf("not refused:\n%s", logs)
 		}
+		testreq.Eventually(t, time.Minute, "the refusal logged", func() bool { return strings.Contains(logs.String(), "base snapshot refused") })
 		if got := snapshotDirs(t, snaps); len(got) > 0 {
 			t.Errorf("snapshots kept: %v", got)
 		}
