@@ -12,8 +12,10 @@ import (
 )
 
 // MinSecretBytes is the shortest host secret matched exactly: shorter
-// values would match by chance.
-const MinSecretBytes = 8
+// values would match by chance (a broker credential "password" is in
+// thousands of files of any rootfs), and are too weak to be kept secret
+// anyway.
+const MinSecretBytes = 12
 
 // Secret is a value the host holds that must never appear in anything a
 // sandbox is given. Name says what it is ("broker credential of scope
