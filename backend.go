@@ -129,6 +129,14 @@ type Labeled interface {
 	Labels() map[string]string
 }
 
+// EnvReporter is implemented by sandboxes that can say the environment
+// their first process (the agent) was started with: for runsc, the OCI
+// spec's. What a sandbox is given is scanned for credentials before a
+// snapshot of it is kept.
+type EnvReporter interface {
+	Env() []string
+}
+
 // Stats is a sandbox's resource use, measured on the host.
 type Stats struct {
 	PeakMemoryBytes int64

@@ -13,6 +13,9 @@ type ImageSpec struct {
 	Packages []string `json:"packages"`
 	// Env is set for every process in the sandbox (e.g. MPLBACKEND=Agg).
 	Env map[string]string `json:"env,omitempty"`
+	// Files are written into the rootfs after the packages are installed:
+	// absolute path -> content (mode 0644, owned by root).
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // Image is a built, read-only rootfs.

@@ -52,6 +52,20 @@ func (b *Broker) Scopes() []string {
 	return out
 }
 
+// Credentials returns the current value of every scope's credential by
+// scope name (a file is read now; one that cannot be read is left out).
+// They are for the secret scans of images and base snapshots: these
+// values must never appear in anything a sandbox is given.
+func (b *Broker) Credentials() map[string]string {
+	out := map[string]string{}
+	for name, sc := range b.scopes {
+		if v, err := sc.credential(); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
 // HasScope reports whether a scope of that name is configured.
 func (b *Broker) HasScope(name string) bool { _, ok := b.scopes[name]; return ok }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type Sandbox struct {
 	dir    string
 	cgroup string
 	labels map[string]string
+	env    []string // the agent's, from the OCI spec (nil when reattached)
 
 	agent   *protocol.Client
 	started bool          // runsc made the container: destroy must delete it
@@ -40,9 +42,10 @@ type Sandbox struct {
 }
 
 var (
-	_ airlock.Sandbox  = (*Sandbox)(nil)
-	_ airlock.Detacher = (*Sandbox)(nil)
-	_ airlock.Labeled  = (*Sandbox)(nil)
+	_ airlock.Sandbox     = (*Sandbox)(nil)
+	_ airlock.Detacher    = (*Sandbox)(nil)
+	_ airlock.Labeled     = (*Sandbox)(nil)
+	_ airlock.EnvReporter = (*Sandbox)(nil)
 )
 
 // ID of the sandbox (also its runsc container ID).
@@ -59,6 +62,10 @@ func (s *Sandbox) Done() <-chan struct{} { return s.exited }
 
 // Labels are the labels the sandbox was created with.
 func (s *Sandbox) Labels() map[string]string { return s.labels }
+
+// Env is the environment the agent was started with (the OCI spec's);
+// nil for a sandbox reattached after a restart.
+func (s *Sandbox) Env() []string { return slices.Clone(s.env) }
 
 func (s *Sandbox) markExited() { s.exitOne.Do(func() { close(s.exited) }) }
 
@@ -110,6 +117,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return err
 	}
 	oci := ociSpec(&s.b.cfg, spec, s.cgroup, workspace, tmp, chanDir(s.dir))
+	s.env = slices.Clone(oci.Process.Env)
 	if err := applyNetwork(oci, spec.Network, s.dir); err != nil {
 		return err
 	}

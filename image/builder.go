@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/secretscan"
 )
 
 // AgentPath is where the agent lives inside every image.
@@ -45,6 +46,11 @@ type Config struct {
 	Debootstrap string
 	// AptDir is where the host's apt sources are read; empty means /etc/apt.
 	AptDir string
+
+	// Secrets scans each spec and each rootfs before it is published: an
+	// image holding a credential is refused. Nil means the patterns and
+	// allow-list of secretscan.Default, without the host's own values.
+	Secrets *secretscan.Scanner
 }
 
 // Validate checks c and reports the first problem.
@@ -113,6 +119,9 @@ func NewBuilder(cfg Config) (*Builder, error) {
 	if cfg.AptDir == "" {
 		cfg.AptDir = "/etc/apt"
 	}
+	if cfg.Secrets == nil {
+		cfg.Secrets = secretscan.Default()
+	}
 	if cfg.Debootstrap == "" {
 		cfg.Debootstrap = "debootstrap"
 		if _, err := exec.LookPath("debootstrap"); err != nil {
@@ -148,6 +157,9 @@ func (bl *build) step(format string, args ...any) {
 // (the debootstrap output) if only the agent changed.
 func (b *Builder) Build(ctx context.Context, spec airlock.ImageSpec) (*airlock.Image, error) {
 	if err := ValidateSpec(spec); err != nil {
+		return nil, err
+	}
+	if err := b.scanSpec(spec); err != nil {
 		return nil, err
 	}
 	bl := &build{b: b, name: spec.Name, start: time.Now()}
@@ -201,6 +213,10 @@ func (b *Builder) Build(ctx context.Context, spec airlock.ImageSpec) (*airlock.I
 	if err := installAgent(b.cfg.AgentPath, rootfs, agentSum); err != nil {
 		return nil, err
 	}
+	scan, err := b.scanRootfs(ctx, bl, spec.Name, rootfs)
+	if err != nil {
+		return nil, err
+	}
 	size, err := DirSize(rootfs)
 	if err != nil {
 		return nil, fmt.Errorf("size of %s: %w", rootfs, err)
@@ -215,6 +231,7 @@ func (b *Builder) Build(ctx context.Context, spec airlock.ImageSpec) (*airlock.I
 		Env:         envList(spec.Env),
 		BuiltAt:     time.Now().UTC().Truncate(time.Second),
 		AgentSHA256: agentSum,
+		SecretScan:  scan,
 	}
 	if err := writeJSON(filepath.Join(tmp, ManifestFile), m); err != nil {
 		return nil, err

@@ -6,7 +6,11 @@
 //   - the shipped specs (Specs, SpecByName);
 //   - content hashing of a spec plus the agent binary (Hash, StageHash);
 //   - building: debootstrap from Debian packages, trimming, the sandbox
-//     user, the agent install, a manifest (Builder);
+//     user, the spec's files, the agent install, a manifest (Builder);
+//   - refusing to publish an image that holds a credential: the spec's
+//     environment and files are scanned before the build, the rootfs
+//     before it is renamed into place (secrets.go, with
+//     internal/secretscan);
 //   - the on-disk layout under <state>/images and resolving a name to the
 //     newest matching build (Store, an airlock.ImageResolver).
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -29,6 +30,9 @@ type canonicalSpec struct {
 	Suite    string      `json:"suite"`
 	Packages []string    `json:"packages"`
 	Env      [][2]string `json:"env"`
+	// Files only when there are any, so specs without files hash as they
+	// did before files existed.
+	Files [][2]string `json:"files,omitempty"`
 }
 
 // Canonical returns the canonical encoding of spec that the hashes are
@@ -52,6 +56,9 @@ func Canonical(spec airlock.ImageSpec) []byte {
 	sort.Strings(keys)
 	for _, k := range keys {
 		c.Env = append(c.Env, [2]string{k, spec.Env[k]})
+	}
+	for _, p := range slices.Sorted(maps.Keys(spec.Files)) {
+		c.Files = append(c.Files, [2]string{p, spec.Files[p]})
 	}
 	b, err := json.Marshal(c)
 	if err != nil { // strings and slices of strings always marshal

@@ -26,6 +26,9 @@ type Manifest struct {
 	Env         []string          `json:"env"`
 	BuiltAt     time.Time         `json:"built_at"`
 	AgentSHA256 string            `json:"agent_sha256"`
+	// SecretScan is what the scan of the rootfs before publishing read
+	// and allowed (no finding refused it, or it would not be here).
+	SecretScan *SecretScan `json:"secret_scan,omitempty"`
 }
 
 // image returns the airlock.Image of the manifest in dir.

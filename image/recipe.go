@@ -51,6 +51,12 @@ func applyRecipe(ctx context.Context, bl *build, spec airlock.ImageSpec, rootfs 
 	if err := makeDirs(rootfs); err != nil {
 		return err
 	}
+	if len(spec.Files) > 0 {
+		bl.step("write %d files of the spec", len(spec.Files))
+		if err := writeSpecFiles(rootfs, spec.Files); err != nil {
+			return err
+		}
+	}
 	if slices.Contains(spec.Packages, "python3-matplotlib") {
 		backend := spec.Env["MPLBACKEND"]
 		if backend == "" {

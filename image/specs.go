@@ -93,7 +93,7 @@ var (
 )
 
 // ValidateSpec reports an EINVALID error if spec cannot be built: a bad
-// name, suite, package name or environment variable.
+// name, suite, package name, environment variable or file.
 func ValidateSpec(spec airlock.ImageSpec) error {
 	bad := func(format string, args ...any) error {
 		return airlock.Problem(airlock.EINVALID, "invalid-image-spec", "image spec %q: %s", spec.Name, fmt.Sprintf(format, args...))
@@ -119,6 +119,9 @@ func ValidateSpec(spec airlock.ImageSpec) error {
 		if strings.ContainsRune(v, 0) {
 			return bad("env %s contains a NUL byte", k)
 		}
+	}
+	if err := checkSpecFiles(spec.Files); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/quota"
 )
 
@@ -58,6 +59,13 @@ type Config struct {
 	// Egress gives sandboxes that ask for a network their namespace; nil
 	// refuses such requests (network-unavailable).
 	Egress airlock.Egress
+
+	// Secrets scans what a base snapshot would keep (the sandbox's
+	// environment and the checkpoint's files) before the snapshot is
+	// used; one that holds a credential is refused and its key boots
+	// cold. Nil means secretscan.Default (the patterns, without the
+	// host's own values).
+	Secrets *secretscan.Scanner
 
 	// Metrics registers the provisioner's Prometheus series; nil keeps
 	// them in a private registry.
@@ -157,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Secrets == nil {
+		c.Secrets = secretscan.Default()
 	}
 	return nil
 }

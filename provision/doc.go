@@ -8,6 +8,10 @@
 //     one-shot slots with a per-tenant share and live sessions per node
 //     (Admit); session execs and cells count against the tenant's
 //     executions per minute (AdmitExec);
+//   - which base snapshots are kept: none that holds a credential (the
+//     sandbox's environment and the checkpoint's files are scanned with
+//     internal/secretscan before a snapshot is used; a refused key boots
+//     cold);
 //   - how the sandbox is obtained: a ready member of the warm pool, a
 //     restore of the image's base snapshot, or a cold boot; with a
 //     network, a boot into a network namespace the node's egress made for

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Time to ready a pool member, by source (restore from the base snapshot, or cold boot).",
 		}, []string{"image", "language", "source"}),
 		snapshotBuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_snapshot_builds_total", Help: "Base snapshot builds by result (built, failed, discarded).",
+			Name: "airlock_snapshot_builds_total", Help: "Base snapshot builds by result (built, failed, discarded, refused: it held a credential).",
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds)

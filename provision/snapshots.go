@@ -10,11 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -45,10 +47,11 @@ type snapshots struct {
 	ready   map[string]string // key id -> verified checkpoint dir
 	pending map[string]bool   // key id -> being verified or built
 	failed  map[string]time.Time
+	refused map[string]bool // key id -> it held a credential: boots cold until restart
 }
 
 func newSnapshots(prov *Provisioner, dir string) *snapshots {
-	return &snapshots{p: prov, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}}
+	return &snapshots{p: prov, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}, refused: map[string]bool{}}
 }
 
 // snapshotRetry is how long a failed build waits before it is tried again.
@@ -62,7 +65,7 @@ func (s *snapshots) get(k warmKey) string {
 	if d, ok := s.ready[k.id]; ok {
 		return d
 	}
-	if s.pending[k.id] || time.Since(s.failed[k.id]) < snapshotRetry {
+	if s.pending[k.id] || s.refused[k.id] || time.Since(s.failed[k.id]) < snapshotRetry {
 		return ""
 	}
 	s.pending[k.id] = true
@@ -70,16 +73,26 @@ func (s *snapshots) get(k warmKey) string {
 	go func() {
 		defer s.p.bg.Done()
 		d, err := s.load(s.p.bgCtx, k)
+		refused := errors.Is(err, secretscan.ErrFound)
 		s.mu.Lock()
 		delete(s.pending, k.id)
-		if err != nil {
+		switch {
+		case refused:
+			// Not retried: the same image and environment would make
+			// the same snapshot.
+			s.refused[k.id] = true
+		case err != nil:
 			s.failed[k.id] = time.Now()
-		} else {
+		default:
 			s.ready[k.id] = d
 			delete(s.failed, k.id)
 		}
 		s.mu.Unlock()
-		if err != nil && s.p.bgCtx.Err() == nil {
+		switch {
+		case refused:
+			s.p.cfg.Logger.Error("base snapshot refused: it would hold a credential; requests for its key start cold until airlockd restarts",
+				"key", k.name(), "err", err)
+		case err != nil && s.p.bgCtx.Err() == nil:
 			s.p.cfg.Logger.Error("base snapshot unavailable; requests start cold", "key", k.name(), "err", err)
 		}
 	}()
@@ -103,15 +116,24 @@ func (s *snapshots) markBad(k warmKey, err error) {
 func (s *snapshots) load(ctx context.Context, k warmKey) (string, error) {
 	dir := filepath.Join(s.dir, k.name())
 	if _, err := os.Stat(dir); err == nil {
-		if err := verifySnapshot(dir, k); err == nil {
-			return dir, nil
-		} else {
-			s.p.cfg.Logger.Warn("base snapshot failed verification; rebuilding", "dir", dir, "err", err)
-			os.RemoveAll(dir)
+		err := verifySnapshot(dir, k)
+		if err == nil {
+			// Scanned again: the host's values may have changed since it
+			// was made (a new broker credential).
+			err = s.scan(ctx, k, dir)
 		}
+		if err == nil {
+			return dir, nil
+		}
+		s.p.cfg.Logger.Warn("base snapshot on disk not used; rebuilding", "dir", dir, "err", err)
+		os.RemoveAll(dir)
 	}
 	if err := s.build(ctx, k, dir); err != nil {
-		s.p.metrics.snapshotBuilds.WithLabelValues("failed").Inc()
+		result := "failed"
+		if errors.Is(err, secretscan.ErrFound) {
+			result = "refused"
+		}
+		s.p.metrics.snapshotBuilds.WithLabelValues(result).Inc()
 		return "", err
 	}
 	s.p.metrics.snapshotBuilds.WithLabelValues("built").Inc()
@@ -135,12 +157,26 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		return ctx.Err()
 	}
 	start := time.Now()
+	// What the sandbox will be given, before it is booted: the image's
+	// environment and the runtime's.
+	subject := "base snapshot " + k.name()
+	env := append(slices.Clone(k.img.Env), ProgramEnv...)
+	if err := secretscan.Refusal(subject, s.p.cfg.Secrets.ScanEnv(env)); err != nil {
+		return err
+	}
 	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{
 		ID: "snap-" + airlock.NewID()[:16], Image: k.img, Limits: k.limits,
 		Labels: map[string]string{"airlock.snapshot": k.name()},
 	})
 	if err != nil {
 		return fmt.Errorf("boot: %w", err)
+	}
+	// What the backend gave it (runsc: the OCI spec's environment).
+	if er, ok := sb.(airlock.EnvReporter); ok {
+		if err := secretscan.Refusal(subject+" (sandbox environment)", s.p.cfg.Secrets.ScanEnv(er.Env())); err != nil {
+			sb.Destroy(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	if err := prepare(ctx, sb, k.recipe); err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
@@ -149,6 +185,16 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 	tmp := filepath.Join(s.dir, ".tmp-"+k.name()+"-"+airlock.NewID()[:8])
 	if err := snap.Checkpoint(ctx, sb, tmp); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	// What it saved: the memory of the agent and the warm runtime (their
+	// environments among it) and the kernel's state. (The agent reports
+	// no environment of its own: its protocol has no such request and
+	// its file reads are confined to /workspace and /tmp. The runtime's
+	// environment is what the host handed it, scanned above, and lives
+	// in the memory scanned here.)
+	if err := s.scan(ctx, k, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
 	}
 	man := snapshotManifest{
 		Key: k.id, Image: k.img.Name, ImageHash: k.img.Hash, Language: k.lang, Recipe: k.recipe,
@@ -168,6 +214,29 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		return err
 	}
 	s.p.cfg.Logger.Info("built base snapshot", "key", k.name(), "ms", man.BuildMS)
+	return nil
+}
+
+// maxCheckpointFile bounds one file of a checkpoint the scan reads: more
+// than any sandbox's memory. A larger one is not scanned, and the
+// snapshot is not used.
+const maxCheckpointFile = 64 << 30
+
+// scan refuses a checkpoint directory holding a host secret or a key
+// (secretscan.ModeMemory): a *secretscan.FoundError naming the file and
+// offset. A file the scan could not read fails the snapshot too.
+func (s *snapshots) scan(ctx context.Context, k warmKey, dir string) error {
+	rep, err := s.p.cfg.Secrets.WithMaxFileBytes(maxCheckpointFile).ScanTree(ctx, dir, secretscan.ModeMemory)
+	if err != nil {
+		return fmt.Errorf("secret scan of the checkpoint: %w", err)
+	}
+	if err := rep.Err("base snapshot " + k.name() + " (checkpoint)"); err != nil {
+		return err
+	}
+	if len(rep.Skipped) > 0 || rep.Truncated {
+		return fmt.Errorf("secret scan of the checkpoint: %s not read (%s)", rep.Skipped[0].Path, rep.Skipped[0].Reason)
+	}
+	s.p.cfg.Logger.Debug("scanned base snapshot for credentials", "key", k.name(), "bytes", rep.Bytes, "ms", rep.Duration.Milliseconds())
 	return nil
 }
 

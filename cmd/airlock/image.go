@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/secretscan"
 )
 
 func init() {
@@ -19,6 +20,7 @@ func init() {
 
 const imageUsage = `usage:
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] NAME...   (NAME may be "all")
+  airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
   airlock image ls [--state-dir DIR]
   airlock image prune [--state-dir DIR] [--agent PATH]   (removes images other than the current one of each name)`
 
@@ -32,6 +34,8 @@ func runImage(ctx context.Context, args []string) error {
 		return runImageBuild(ctx, args[1:])
 	case "ls", "list":
 		return runImageList(ctx, args[1:])
+	case "scan":
+		return runImageScan(ctx, args[1:])
 	case "prune":
 		return runImagePrune(ctx, args[1:])
 	case "-h", "--help", "help":
@@ -63,6 +67,8 @@ func runImageBuild(ctx context.Context, args []string) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	agent := fs.String("agent", "", "static airlock-agent binary (default: airlock-agent next to this executable)")
 	mirror := fs.String("mirror", "", "Debian mirror URL (default: from the host's apt sources)")
+	var hs hostSecretFlags
+	hs.register(fs)
 	names, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -87,11 +93,17 @@ func runImageBuild(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	known, err := hs.known(*stateDir)
+	if err != nil {
+		return err
+	}
 	b, err := image.NewBuilder(image.Config{
 		StateDir:  *stateDir,
 		AgentPath: *agent,
 		Mirror:    *mirror,
 		Progress:  os.Stdout,
+		// What airlockd holds may not end up in an image either.
+		Secrets: secretscan.Default().WithKnown(known),
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/egress"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
@@ -100,9 +101,10 @@ func splitList(s string) []string {
 	return out
 }
 
-// startEgress makes the egress service and the broker. It returns nil
-// when egress is off. Call reconcile before serving.
-func startEgress(o egressOptions, stateDir string, store *sqlite.DB, tenants egress.TenantMeter, logger *slog.Logger) (*egress.Service, error) {
+// startEgress makes the egress service and the broker, whose credentials
+// it adds to secrets. It returns nil when egress is off. Call reconcile
+// before serving.
+func startEgress(o egressOptions, stateDir string, store *sqlite.DB, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -165,6 +167,7 @@ func startEgress(o egressOptions, stateDir string, store *sqlite.DB, tenants egr
 			return nil, err
 		}
 		b = bk
+		secrets.AddSource(brokerSecrets(bk))
 		logger.Info("credential broker ready", "scopes", bk.Scopes())
 	}
 	svc, err = egress.New(egress.Config{

@@ -28,6 +28,7 @@ import (
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
@@ -197,7 +198,8 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			logger.Error("writing the quotas' counters", "err", err)
 		}
 	}()
-	eg, err := startEgress(o.egress, o.stateDir, store, quotas, logger)
+	secrets := hostSecrets(o.stateDir, o.api.metricsKey)
+	eg, err := startEgress(o.egress, o.stateDir, store, quotas, secrets, logger)
 	if err != nil {
 		return err
 	}
@@ -229,6 +231,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			Disabled:     o.poolMax == 0,
 		},
 		Egress:  egressOf(eg),
+		Secrets: secretscan.Default().WithKnown(secrets),
 		Metrics: registry,
 		Logger:  logger,
 	})

@@ -1,0 +1,5 @@
+//go:build !race
+
+package secretscan_test
+
+const raceEnabled = false
