@@ -1,0 +1,3 @@
+package guard
+
+func (a *analysis) javascript(src string, at pos, depth int) {}

@@ -1,0 +1,3 @@
+package guard
+
+func (a *analysis) sql(src string) {}
