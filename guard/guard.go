@@ -87,7 +87,7 @@ func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) [
 		case airlock.Bash:
 			a.shell(code, pos{}, 0)
 		case airlock.Command: // a session exec's argv, joined by NULs
-			a.shellArgv(strings.Split(code, "\x00"))
+			a.shellArgv(strings.Split(code, "\x00"), pos{1, 1}, 0)
 		case airlock.Python:
 			a.python(code, pos{}, 0)
 		case airlock.Node:

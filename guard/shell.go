@@ -15,6 +15,11 @@ func (a *analysis) shell(src string, at pos, depth int) {
 	if depth > a.maxDepth || a.stopped() {
 		return
 	}
+	if nesting(src) > maxNesting {
+		line, col := at.at(1, 1)
+		a.c.add(RuleLimit, line, col, "shell: nested deeper than the guard parses")
+		return
+	}
 	p := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.RecoverErrors(8))
 	f, err := p.Parse(strings.NewReader(src), "")
 	if err != nil {
@@ -31,8 +36,9 @@ func (a *analysis) shell(src string, at pos, depth int) {
 	s.file(f)
 }
 
-// shellArgv checks a command given as an argv (a session exec's cmd).
-func (a *analysis) shellArgv(argv []string) {
+// shellArgv checks a command given as an argv (a session exec's cmd, a
+// list given to subprocess or spawn), reported at at.
+func (a *analysis) shellArgv(argv []string, at pos, depth int) {
 	quoted := make([]string, 0, len(argv))
 	for _, arg := range argv {
 		q, err := syntax.Quote(arg, syntax.LangBash)
@@ -41,7 +47,7 @@ func (a *analysis) shellArgv(argv []string) {
 		}
 		quoted = append(quoted, q)
 	}
-	a.shell(strings.Join(quoted, " "), pos{1, 1}, 0)
+	a.shell(strings.Join(quoted, " "), at, depth)
 }
 
 type shellWalk struct {
