@@ -1,3 +1,5 @@
+//go:build cgo
+
 package guard
 
 import (
@@ -620,3 +622,6 @@ func (w *pyWalk) finish() {
 		w.add(RuleReverseShell, w.dup2, "a shell is wired to a socket (socket, dup2, shell)")
 	}
 }
+
+// PythonParser reports whether this build parses Python.
+const PythonParser = true

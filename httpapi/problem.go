@@ -32,6 +32,10 @@ type Problem struct {
 	Detail   string `json:"detail,omitempty"`
 	Instance string `json:"instance,omitempty"`
 	Code     string `json:"code,omitempty"`
+	// Findings and ExecutionID are extension members of the problem
+	// guard-blocked: what the guard found, and the record of the refusal.
+	Findings    []airlock.GuardFinding `json:"findings,omitempty"`
+	ExecutionID string                 `json:"execution_id,omitempty"`
 }
 
 // StatusFor returns the HTTP status of an airlock error code (the one
@@ -75,7 +79,9 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if !airlock.KnownCode(e.Code) {
 		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
 	}
-	return newProblem(e.Code, e.Type, 0, e.Message), false
+	p = newProblem(e.Code, e.Type, 0, e.Message)
+	p.Findings, p.ExecutionID = e.Findings, e.ExecutionID
+	return p, false
 }
 
 // ErrorFromProblem maps a problem document back to the domain error: Code
@@ -101,7 +107,7 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 	if msg == "" {
 		msg = http.StatusText(p.Status)
 	}
-	return &airlock.Error{Code: code, Type: typ, Message: msg}
+	return &airlock.Error{Code: code, Type: typ, Message: msg, Findings: p.Findings, ExecutionID: p.ExecutionID}
 }
 
 // RetryAfterSeconds renders d as the value of a Retry-After header: whole

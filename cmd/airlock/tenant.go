@@ -12,7 +12,7 @@ import (
 
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
-  airlock tenant set NAME --first-party[=false] [--state-dir DIR]
+  airlock tenant set NAME [--first-party[=false]] [--guard off|warn|block] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
 
 Administers the tenants in this node's store, <state-dir>/airlock.db; run it
@@ -25,6 +25,10 @@ on the server host, as the user that owns the state directory (root).
           the host's kernel) when a request asks for it. --first-party=false
           takes that back: the tenant's code runs only behind a separate
           kernel (gVisor, a microVM), which is every tenant's default.
+          --guard sets what the static check of code before it runs does:
+          off (nothing), warn (run and report the findings; the default)
+          or block (refuse code with a high or critical finding: 422
+          guard-blocked, nothing runs).
   ls      lists the tenants, oldest first
 
 flags:

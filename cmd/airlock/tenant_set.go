@@ -8,8 +8,8 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// runTenantSet changes a tenant's policy: today whether it is first-party
-// (which sets its isolation floor).
+// runTenantSet changes a tenant's policy: whether it is first-party
+// (which sets its isolation floor) and its guard policy.
 func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant set", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
@@ -22,6 +22,15 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 		firstParty = &b
 		return nil
 	})
+	var guardPolicy *airlock.GuardPolicy
+	fs.Func("guard", "", func(v string) error {
+		p, err := airlock.ParseGuardPolicy(v)
+		if err != nil {
+			return fmt.Errorf("want off, warn or block")
+		}
+		guardPolicy = &p
+		return nil
+	})
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -29,8 +38,8 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if len(pos) != 1 {
 		return usageError(std.err, "tenant", 2, "set wants one NAME")
 	}
-	if firstParty == nil {
-		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party or --first-party=false")
+	if firstParty == nil && guardPolicy == nil {
+		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false] or --guard off|warn|block")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -44,10 +53,19 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if err := db.SetTenantFirstParty(ctx, t.ID, *firstParty); err != nil {
-		return err
+	if firstParty != nil {
+		if err := db.SetTenantFirstParty(ctx, t.ID, *firstParty); err != nil {
+			return err
+		}
+		t.FirstParty = *firstParty
 	}
-	t.FirstParty = *firstParty
-	fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s\n", printableText(t.Name), t.FirstParty, t.IsolationFloor())
+	if guardPolicy != nil {
+		if err := db.SetTenantGuard(ctx, t.ID, *guardPolicy); err != nil {
+			return err
+		}
+		t.Guard = *guardPolicy
+	}
+	fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s, guard %s\n",
+		printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective())
 	return nil
 }
