@@ -32,12 +32,10 @@ type Error struct {
 	// RetryAfter, when set, tells the client when to try again (the
 	// Retry-After header of a 429 or 503 problem).
 	RetryAfter time.Duration
-	// Findings, when set, are the guard's findings of the code it refused
-	// (an extension member of the problem guard-blocked), and ExecutionID
-	// the record of the refusal.
-	Findings    []GuardFinding
-	ExecutionID string
-	Err         error
+	// Refusal, when set, is the guard's refusal of code (extension
+	// members of the problem guard-blocked).
+	Refusal *GuardRefusal
+	Err     error
 }
 
 func (e *Error) Error() string {

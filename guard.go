@@ -74,3 +74,10 @@ func (f GuardFinding) String() string {
 
 // ProblemGuardBlocked is the problem type of code the guard refused.
 const ProblemGuardBlocked = "guard-blocked"
+
+// GuardRefusal says why the guard refused code: the findings that block,
+// and the execution recorded (status blocked) for the refusal.
+type GuardRefusal struct {
+	Findings    []GuardFinding
+	ExecutionID string
+}

@@ -80,7 +80,9 @@ func problemFor(err error) (p *Problem, internal bool) {
 		return newProblem(airlock.EINTERNAL, "", 0, "internal error"), true
 	}
 	p = newProblem(e.Code, e.Type, 0, e.Message)
-	p.Findings, p.ExecutionID = e.Findings, e.ExecutionID
+	if e.Refusal != nil {
+		p.Findings, p.ExecutionID = e.Refusal.Findings, e.Refusal.ExecutionID
+	}
 	return p, false
 }
 
@@ -107,7 +109,11 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 	if msg == "" {
 		msg = http.StatusText(p.Status)
 	}
-	return &airlock.Error{Code: code, Type: typ, Message: msg, Findings: p.Findings, ExecutionID: p.ExecutionID}
+	e := &airlock.Error{Code: code, Type: typ, Message: msg}
+	if len(p.Findings) > 0 || p.ExecutionID != "" {
+		e.Refusal = &airlock.GuardRefusal{Findings: p.Findings, ExecutionID: p.ExecutionID}
+	}
+	return e
 }
 
 // RetryAfterSeconds renders d as the value of a Retry-After header: whole

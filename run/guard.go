@@ -76,7 +76,7 @@ func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
 		Code: airlock.EUNPROCESSABLE, Type: airlock.ProblemGuardBlocked,
 		Message: fmt.Sprintf("the guard refused the code under the tenant's block policy: %s (execution %s; nothing ran)",
 			strings.Join(rules, ", "), e.ID),
-		Findings: blocking, ExecutionID: e.ID,
+		Refusal: &airlock.GuardRefusal{Findings: blocking, ExecutionID: e.ID},
 	}
 }
 
