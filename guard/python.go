@@ -29,7 +29,14 @@ func (a *analysis) python(src string, at pos, depth int) {
 		return
 	}
 	b := []byte(src)
-	tree := p.ParseCtx(a.ctx, b, nil)
+	// The text goes to the parser in chunks (each is copied for C), and
+	// the parse stops when the check's time is up.
+	tree := p.ParseWithOptions(func(i int, _ sitter.Point) []byte {
+		if i >= len(b) {
+			return []byte{}
+		}
+		return b[i:min(len(b), i+64<<10)]
+	}, nil, &sitter.ParseOptions{ProgressCallback: func(sitter.ParseState) bool { return a.stopped() }})
 	if tree == nil {
 		return // the check's time is up
 	}
