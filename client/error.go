@@ -29,6 +29,9 @@ type Error struct {
 	// response's Retry-After header (seconds or an HTTP date); 0 if it
 	// sent none.
 	RetryAfter time.Duration
+	// Refusal is set for a problem guard-blocked: the guard's findings
+	// and the execution that records the refusal.
+	Refusal *airlock.GuardRefusal
 }
 
 func (e *Error) Error() string {
@@ -54,7 +57,7 @@ func (e *Error) Unwrap() error {
 	if slug == e.Type {
 		slug = ""
 	}
-	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter}
+	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Refusal: e.Refusal}
 }
 
 // problem is the wire form of an RFC 9457 problem document with Airlock's
@@ -65,6 +68,9 @@ type problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
+	// guard-blocked's extension members
+	Findings    []airlock.GuardFinding `json:"findings"`
+	ExecutionID string                 `json:"execution_id"`
 }
 
 // problemError turns a non-2xx response into an *Error, reading at most
@@ -79,6 +85,9 @@ func problemError(resp *http.Response) *Error {
 	if len(data) <= MaxProblemBytes && isJSONType(resp.Header.Get("Content-Type")) &&
 		json.Unmarshal(data, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
+		if len(p.Findings) > 0 || p.ExecutionID != "" {
+			e.Refusal = &airlock.GuardRefusal{Findings: p.Findings, ExecutionID: p.ExecutionID}
+		}
 	} else if s := strings.TrimSpace(snippet(data, 200)); s != "" {
 		e.Detail = "unexpected " + resp.Header.Get("Content-Type") + " body: " + s
 	}

@@ -101,14 +101,18 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 		}
 	}
 
+	stored, blocked := status, false
+	if status == airlock.StatusBlocked {
+		stored, blocked = airlock.StatusFailed, true // see migration 0010
+	}
 	err := db.inWriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE executions SET
-			status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
+			blocked = ?, status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
 			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
 			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
 			finished_at = ?, start_source = ?, phases = ?, backend = ?
 			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
-			string(status), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
+			blocked, string(stored), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
 			e.StartSource, encodePhases(e.Phases), e.Backend,
@@ -157,11 +161,11 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings`
+		created_at, finished_at, start_source, phases, backend, findings, blocked`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings`
+		created_at, finished_at, start_source, phases, backend, findings, blocked`
 )
 
 func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
@@ -169,16 +173,20 @@ func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, err
 	var created int64
 	var finished sql.NullInt64
 	var phases, findings string
+	var blocked bool
 	err := row.Scan(&e.ID, &e.TenantID, &e.SessionID, &e.AgentID, &e.Language, &e.Image,
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend, &findings)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked)
 	if err != nil {
 		return nil, err
 	}
 	e.Phases = decodePhases(phases)
 	e.Findings = decodeFindings(findings)
+	if blocked {
+		e.Status = airlock.StatusBlocked
+	}
 	e.CreatedAt = fromNanos(created)
 	e.FinishedAt = fromNullNanos(finished)
 	return &e, nil
