@@ -16,7 +16,8 @@ type Config struct {
 	// session's command).
 	MaxBytes int
 	// Timeout bounds one check; a check that takes longer is abandoned
-	// with the finding guard-timeout (2 s).
+	// with the finding guard-timeout (5 s: a megabyte of Python takes
+	// about a second of CPU).
 	Timeout time.Duration
 	// MaxDepth bounds how deep shell inside shell (bash -c '...', eval,
 	// os.system("...")) is parsed again (4).
@@ -32,7 +33,7 @@ func (c *Config) Validate() error {
 		c.MaxBytes = airlock.MaxCodeBytes + 64<<10
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 2 * time.Second
+		c.Timeout = 5 * time.Second
 	}
 	if c.MaxDepth == 0 {
 		c.MaxDepth = 4

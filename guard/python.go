@@ -6,6 +6,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	sitter "github.com/tree-sitter/go-tree-sitter"
 	sitterpython "github.com/tree-sitter/tree-sitter-python/bindings/go"
@@ -120,8 +121,30 @@ func (w *pyWalk) nested(n *sitter.Node) pos {
 
 func (w *pyWalk) text(n *sitter.Node) string { return n.Utf8Text(w.src) }
 
+// pythonQuery captures, in the order of the code, the nodes the rules
+// look at: the walk happens in C, and only these come back to Go.
+var pythonQuery = sync.OnceValue(func() *sitter.Query {
+	q, err := sitter.NewQuery(pythonLanguage, `[(import_statement) (import_from_statement) (assignment)
+		(named_expression) (augmented_assignment) (as_pattern) (call) (string)] @n`)
+	if err != nil {
+		panic("guard: the Python query does not compile: " + err.Message)
+	}
+	return q
+})
+
 func (w *pyWalk) walk(root *sitter.Node) {
-	preorder(root, w.a.stopped, func(n *sitter.Node) {
+	qc := sitter.NewQueryCursor()
+	defer qc.Close()
+	caps := qc.Captures(pythonQuery(), root, w.src)
+	for count := 0; ; count++ {
+		if count&1023 == 0 && w.a.stopped() {
+			return
+		}
+		m, i := caps.Next()
+		if m == nil {
+			return
+		}
+		n := &m.Captures[i].Node
 		switch n.Kind() {
 		case "import_statement", "import_from_statement":
 			w.imports(n)
@@ -134,7 +157,7 @@ func (w *pyWalk) walk(root *sitter.Node) {
 		case "string":
 			w.str(n)
 		}
-	})
+	}
 }
 
 // imports records the aliases of an import.
