@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/guard"
+	"github.com/airlockhq/airlock/internal/teststack"
 )
 
 // The README's chart example, and a program of the same size in each of
@@ -62,14 +63,56 @@ func BenchmarkCheck(b *testing.B) {
 						b.Fatalf("findings in benign code: %v", fs)
 					}
 				}
-				slices.Sort(times)
-				pct := func(p float64) float64 {
-					i := int(p*float64(len(times))+0.5) - 1
-					return float64(times[max(0, min(i, len(times)-1))].Microseconds()) / 1000
-				}
-				b.ReportMetric(pct(0.50), "p50-ms")
-				b.ReportMetric(pct(0.99), "p99-ms")
+				report(b, times)
 			})
 		}
 	}
+}
+
+// BenchmarkPythonASTInSandbox measures the alternative to the Go parser
+// that doc.go weighs: CPython's own ast module run in the sandbox before
+// the program (a session exec of python3 -c 'import ast; ...'), next to
+// an exec of true, on the chart example and on the 1 MB file.
+func BenchmarkPythonASTInSandbox(b *testing.B) {
+	s := teststack.New(b, teststack.Options{})
+	tn := s.NewTenant(b, "bench")
+	ctx := context.Background()
+	sess, _, err := tn.Client.CreateSession(ctx, airlock.CreateSessionRequest{Image: "python-ds", Size: airlock.SizeSmall})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tn.Client.DeleteSession(context.Background(), sess.ID) })
+	mb := megabyte(airlock.Python)
+	if _, err := tn.Client.PutFile(ctx, sess.ID, "/workspace/mb.py", strings.NewReader(mb), int64(len(mb))); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, shell, stdin string }{
+		{"true", "true", ""},
+		{"ast/chart", "python3 -c 'import ast, sys; ast.parse(sys.stdin.read())'", chartExample[airlock.Python]},
+		{"ast/1MB", "python3 -c 'import ast; ast.parse(open(\"/workspace/mb.py\").read())'", ""},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var times []time.Duration
+			for b.Loop() {
+				t := time.Now()
+				e, err := tn.Client.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: c.shell, Stdin: c.stdin})
+				if err != nil || e.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, e)
+				}
+				times = append(times, time.Since(t))
+			}
+			report(b, times)
+		})
+	}
+}
+
+// report adds the p50 and p99 (nearest rank) of times to a benchmark.
+func report(b *testing.B, times []time.Duration) {
+	slices.Sort(times)
+	pct := func(p float64) float64 {
+		i := int(p*float64(len(times))+0.5) - 1
+		return float64(times[max(0, min(i, len(times)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
 }

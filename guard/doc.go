@@ -1,0 +1,86 @@
+// Package guard is the static check of code before it runs: it parses the
+// code of a run (a one-shot execution, a session's exec or a cell) with a
+// real parser for its language, walks the syntax tree, and returns
+// findings (airlock.GuardFinding: rule, severity, line, column, excerpt,
+// message). It is defence in depth: the sandbox stays the boundary, and
+// code the guard passes is no safer for it.
+//
+// It owns the rules (rules.go) and the parsers' use; it does no I/O, keeps
+// no state between checks and decides nothing: package run calls it for
+// every run (run.Runner.Screen) and applies the tenant's policy (off,
+// warn, block). It must not touch sandboxes, the store or the network.
+//
+// # Parsers
+//
+//   - Shell (bash, a session's shell and argv, and shell found in other
+//     languages): mvdan.cc/sh/v3/syntax in bash mode, with error recovery.
+//     Literal words are resolved (quotes and escapes), wrappers are looked
+//     through (sudo, env, nohup, timeout, nice, xargs ...), and literal
+//     code given to bash -c, sh -c, su -c, eval, python -c and node -e is
+//     parsed again, to depth Config.MaxDepth.
+//   - Python: tree-sitter (github.com/tree-sitter/go-tree-sitter) with the
+//     tree-sitter-python grammar, which covers Python 3.11's syntax
+//     (f-strings, the walrus, match, except*, type unions). The rules'
+//     nodes are picked by a tree-sitter query, so the walk stays in C.
+//     Literal strings and lists given to os.system, os.popen, subprocess.*
+//     (with or without shell=True), os.exec*/spawn*, pty.spawn and
+//     asyncio's subprocesses are parsed as shell.
+//   - JavaScript: github.com/tdewolff/parse/v2/js, a pure-Go ECMAScript
+//     parser (ES2020 and later: modules, arrow functions, template
+//     literals, classes with private fields, async/await and for await,
+//     optional chaining). tree-sitter-javascript is not offered as a Go
+//     module, and goja's parser (github.com/dop251/goja/parser) refused
+//     for await and import/export when tried. child_process bound by
+//     require or import is followed; literal commands of exec/execSync
+//     are parsed as shell, spawn/execFile's program and literal arguments
+//     as an argv. Positions come from the parser's slices of the source.
+//   - SQL (the sql language runs `sqlite3 -bail -header -column
+//     /workspace/db.sqlite` on the code): the script is read the way the
+//     sqlite3 shell reads it. A line that starts with '.' where no
+//     statement is open is a dot-command, checked by name (with the
+//     shell's prefix abbreviations, .sh for .shell) and its arguments
+//     split as the shell splits them; .shell and .system, and a '|' in
+//     .output, .once, .import or .read, are shell commands and parsed as
+//     shell too. The rest is split into statements and tokens by SQLite's
+//     lexical rules (strings, quoted identifiers, comments, the
+//     semicolons inside CREATE TRIGGER ... END): ATTACH is a statement's
+//     first keyword (after EXPLAIN) and load_extension a name followed by
+//     '('. modernc.org/sqlite does not expose SQLite's tokenizer, and its
+//     prepare resolves names (a statement that uses a table made by an
+//     earlier statement of the script does not prepare in an empty
+//     database), so the lexer is ours; both constructs are unambiguous at
+//     the token level.
+//
+// # Why tree-sitter for Python
+//
+// The candidates were a pure-Go parser (none handles 3.11:
+// go-python/gpython parses the 3.4 grammar), the image's own ast module
+// run in the fresh sandbox before the program, and tree-sitter (cgo).
+// Measured (BENCHMARKS.md, "Guard (issue 11)"), on the README's chart
+// example: tree-sitter in airlockd about 0.2 ms per check; ast in the
+// sandbox about 85 ms per run (a python3 start inside gVisor, 60 ms more
+// than an exec of true) on top of the run. ast in the sandbox also needs
+// a sandbox before a block decision, so a refused run would still take
+// one (from the pool or a boot), and it trusts a process in the sandbox
+// to report on the code. tree-sitter costs cgo: airlockd is built with
+// CGO_ENABLED=1 (scripts/setup.sh; gcc is installed there), while the
+// agent, which must stay static, and the CLI do not import this package.
+// A build without cgo still compiles (python_nocgo.go) and says in a
+// finding of severity info that Python was not checked. On a megabyte of
+// Python, tree-sitter took longer than CPython's ast (about 2.5 times);
+// Config.Timeout leaves room for that.
+//
+// # Bounds
+//
+// Code over Config.MaxBytes is not parsed (finding guard-limit); a check
+// runs under a deadline (Config.Timeout, finding guard-timeout: the
+// parsers and walks stop at it; tree-sitter through its progress
+// callback); findings are capped (Config.MaxFindings, then guard-limit);
+// excerpts are at most airlock.MaxExcerptBytes; shell and JavaScript
+// nested deeper than 2000 brackets are not given to their recursive
+// parsers (guard-limit); a parser's panic becomes a finding
+// guard-parse-error. Both bound findings are severity high: under the
+// block policy, code made to exhaust the guard is refused, not passed.
+// Code that does not parse gets guard-parse-error (info): what parsed is
+// still checked, and it never blocks.
+package guard
