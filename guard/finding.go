@@ -17,12 +17,13 @@ type collector struct {
 	max      int
 	findings []airlock.GuardFinding
 	seen     map[string]bool
+	starts   []int // where each line of src starts
 	full     bool
 	closed   bool // the check was abandoned: later findings are dropped
 }
 
 func newCollector(src string, max int) *collector {
-	return &collector{src: src, max: max, seen: map[string]bool{}}
+	return &collector{src: src, max: max, seen: map[string]bool{}, starts: lineStarts(src)}
 }
 
 // add records a finding of rule at line, col (1-based) of the code.
@@ -32,12 +33,10 @@ func (c *collector) add(rule string, line, col int, msg string) {
 	if c.closed {
 		return
 	}
-	if line < 1 {
-		line = 1
-	}
-	if col < 1 {
-		col = 1
-	}
+	// A parser may count lines its own way (JavaScript ends lines at \r
+	// and U+2028 too): a place is kept inside the code.
+	line = max(1, min(line, len(c.starts)))
+	col = max(1, min(col, len(c.line(line))+1))
 	key := rule + "\x00" + itoa(line) + ":" + itoa(col)
 	if c.seen[key] {
 		return
@@ -56,7 +55,7 @@ func (c *collector) add(rule string, line, col int, msg string) {
 func (c *collector) finding(rule string, line, col int, msg string) airlock.GuardFinding {
 	return airlock.GuardFinding{
 		Rule: rule, Severity: Severity[rule], Line: line, Column: col,
-		Excerpt: excerpt(lineOf(c.src, line), col), Message: msg,
+		Excerpt: excerpt(c.line(line), col), Message: msg,
 	}
 }
 
@@ -81,19 +80,13 @@ func (c *collector) result() []airlock.GuardFinding {
 	return out
 }
 
-// lineOf returns line n (1-based) of src.
-func lineOf(src string, n int) string {
-	for i := 1; i < n; i++ {
-		j := strings.IndexByte(src, '\n')
-		if j < 0 {
-			return ""
-		}
-		src = src[j+1:]
+// line returns line n (1-based, within the code) of src.
+func (c *collector) line(n int) string {
+	start, end := c.starts[n-1], len(c.src)
+	if n < len(c.starts) {
+		end = c.starts[n] - 1
 	}
-	if j := strings.IndexByte(src, '\n'); j >= 0 {
-		src = src[:j]
-	}
-	return src
+	return c.src[start:end]
 }
 
 // excerpt returns at most airlock.MaxExcerptBytes of line around col,

@@ -144,7 +144,8 @@ func (w *pyWalk) walk(root *sitter.Node) {
 		if m == nil {
 			return
 		}
-		n := &m.Captures[i].Node
+		node := m.Captures[i].Node // a copy: the match is reused by Next
+		n := &node
 		switch n.Kind() {
 		case "import_statement", "import_from_statement":
 			w.imports(n)

@@ -166,7 +166,7 @@ func (s *sqlStatement) push(a *analysis, t sqlToken) {
 		return
 	}
 	s.add(t)
-	if !s.trigger && t.kind == 'w' && t.text == "TRIGGER" && s.creates() {
+	if !s.trigger && t.kind == 'w' && t.text == "TRIGGER" && len(s.toks) <= 3 && s.creates() {
 		s.trigger = true
 	}
 }
