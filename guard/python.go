@@ -404,7 +404,7 @@ func (w *pyWalk) shellCall(n *sitter.Node, q string, args []*sitter.Node, kw map
 		}
 	default:
 		if s, ok := w.literal(first); ok {
-			if shellName(strings.Fields(s + " ")[0]) {
+			if f := strings.Fields(s); len(f) > 0 && shellName(f[0]) {
 				w.shellSpawn = true
 				w.pipedShell = n
 			}
