@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
@@ -19,6 +20,7 @@ type collector struct {
 	seen     map[string]bool
 	starts   []int // where each line of src starts
 	full     bool
+	fullFlag atomic.Bool // full, read without the lock
 	closed   bool // the check was abandoned: later findings are dropped
 }
 
@@ -44,6 +46,7 @@ func (c *collector) add(rule string, line, col int, msg string) {
 	if len(c.findings) >= c.max {
 		if !c.full {
 			c.full = true
+			c.fullFlag.Store(true)
 			c.findings = append(c.findings, c.finding(RuleLimit, line, col, "more findings were dropped"))
 		}
 		return
@@ -58,6 +61,9 @@ func (c *collector) finding(rule string, line, col int, msg string) airlock.Guar
 		Excerpt: excerpt(c.line(line), col), Message: msg,
 	}
 }
+
+// isFull reports whether the findings reached their bound.
+func (c *collector) isFull() bool { return c.fullFlag.Load() }
 
 // close drops every finding added from now on.
 func (c *collector) close() {

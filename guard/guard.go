@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/airlockhq/airlock"
 )
 
@@ -25,6 +27,11 @@ type Config struct {
 	// MaxFindings bounds the findings of one check (50); the rest are
 	// dropped after a last finding guard-limit.
 	MaxFindings int
+	// MaxInflightBytes bounds the code being checked at once, and so the
+	// memory of the parsers (a megabyte of Python takes about 80 MB in
+	// tree-sitter's tree); a check waits for room within its Timeout
+	// (64 MiB).
+	MaxInflightBytes int64
 }
 
 // Validate fills defaults and checks the config.
@@ -41,6 +48,12 @@ func (c *Config) Validate() error {
 	if c.MaxFindings == 0 {
 		c.MaxFindings = 50
 	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	if c.MaxInflightBytes < int64(c.MaxBytes) {
+		return fmt.Errorf("guard: MaxInflightBytes %d is less than MaxBytes %d", c.MaxInflightBytes, c.MaxBytes)
+	}
 	if c.MaxBytes < 0 || c.Timeout < 0 || c.MaxDepth < 0 || c.MaxFindings < 0 {
 		return fmt.Errorf("guard: negative bound in config")
 	}
@@ -49,7 +62,8 @@ func (c *Config) Validate() error {
 
 // Guard checks code. It is safe for concurrent use.
 type Guard struct {
-	cfg Config
+	cfg      Config
+	inflight *semaphore.Weighted
 }
 
 // New returns a guard.
@@ -57,7 +71,7 @@ func New(cfg Config) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: cfg}, nil
+	return &Guard{cfg: cfg, inflight: semaphore.NewWeighted(cfg.MaxInflightBytes)}, nil
 }
 
 // Check returns what the guard finds in code of a language, in the order
@@ -73,10 +87,16 @@ func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) [
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
+	weight := max(int64(len(code)), 4<<10)
+	if err := g.inflight.Acquire(ctx, weight); err != nil {
+		c.add(RuleTimeout, 1, 1, fmt.Sprintf("the guard was busy with other code for %s", g.cfg.Timeout))
+		return c.result()
+	}
 	a := &analysis{ctx: ctx, c: c, maxDepth: g.cfg.MaxDepth}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer g.inflight.Release(weight) // held until the parsers are done, also past a timeout
 		defer func() {
 			// A parser that panics on hostile input must not take the
 			// server down: the check ends with what it found so far.
@@ -130,5 +150,6 @@ func (p pos) at(line, col int) (int, int) {
 	return line, col
 }
 
-// stopped reports whether the check's time is up.
-func (a *analysis) stopped() bool { return a.ctx.Err() != nil }
+// stopped reports whether the check's time is up, or no finding can be
+// added any more.
+func (a *analysis) stopped() bool { return a.ctx.Err() != nil || a.c.isFull() }
