@@ -21,7 +21,7 @@ type collector struct {
 	starts   []int // where each line of src starts
 	full     bool
 	fullFlag atomic.Bool // full, read without the lock
-	closed   bool // the check was abandoned: later findings are dropped
+	closed   bool        // the check was abandoned: later findings are dropped
 }
 
 func newCollector(src string, max int) *collector {
