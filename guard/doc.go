@@ -43,13 +43,19 @@
 //     .output, .once, .import or .read, are shell commands and parsed as
 //     shell too. The rest is split into statements and tokens by SQLite's
 //     lexical rules (strings, quoted identifiers, comments, the
-//     semicolons inside CREATE TRIGGER ... END): ATTACH is a statement's
-//     first keyword (after EXPLAIN) and load_extension a name followed by
-//     '('. modernc.org/sqlite does not expose SQLite's tokenizer, and its
-//     prepare resolves names (a statement that uses a table made by an
-//     earlier statement of the script does not prepare in an empty
-//     database), so the lexer is ours; both constructs are unambiguous at
-//     the token level.
+//     semicolons inside CREATE TRIGGER ... END). A statement whose tokens
+//     hold ATTACH or load_extension is then prepared, never stepped, by
+//     SQLite itself (modernc.org/sqlite's transpiled C, in an empty
+//     in-memory database per check) with an authorizer that notes
+//     SQLITE_ATTACH and SQLITE_FUNCTION load_extension: where it
+//     prepares, SQLite's parser decides. A statement that needs a table
+//     an earlier statement makes does not prepare in an empty database
+//     (prepare resolves names), and a trigger's body is not compiled
+//     until it fires; for those the tokens decide: ATTACH as a
+//     statement's first keyword (after EXPLAIN), load_extension as a name
+//     followed by '('. modernc.org/sqlite exposes no tokenizer of its
+//     own, so the lexer is ours. github.com/rqlite/sql, a Go parser of
+//     SQLite's dialect, is not offered by the module proxy.
 //
 // # Why tree-sitter for Python
 //

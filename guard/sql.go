@@ -10,9 +10,14 @@ import (
 // splits them); everything else is SQL, split into statements and
 // tokens by SQLite's lexical rules (strings, quoted identifiers,
 // comments, and the semicolons inside CREATE TRIGGER ... END).
+//
+// A statement whose tokens hold ATTACH or load_extension is also given to
+// SQLite's own parser (sqlprepare.go): where it prepares, what SQLite saw
+// decides.
 func (a *analysis) sql(src string) {
-	var stmt sqlStatement
-	lineNo := 0
+	stmt := sqlStatement{src: src}
+	defer func() { stmt.sqlite.close() }()
+	lineNo, off := 0, 0
 	for rest := src; rest != "" && !a.stopped(); {
 		lineNo++
 		line := rest
@@ -21,14 +26,16 @@ func (a *analysis) sql(src string) {
 		} else {
 			rest = ""
 		}
+		lineOff := off
+		off += len(line) + 1
 		trimmed := strings.TrimLeft(line, " \t\r")
 		if stmt.empty() && strings.HasPrefix(trimmed, ".") {
 			a.dotCommand(trimmed, lineNo, len(line)-len(trimmed)+1)
 			continue
 		}
-		stmt.feed(a, line, lineNo)
+		stmt.feed(a, line, lineNo, lineOff)
 	}
-	stmt.end(a)
+	stmt.end(a, len(src))
 }
 
 // Dot-commands of the sqlite3 shell that matter here, by full name.
@@ -133,19 +140,22 @@ type sqlToken struct {
 	kind      byte // 'w' word, 'l' literal, or the punctuation itself
 	text      string
 	line, col int
+	off       int // in the script
 }
 
 // sqlStatement gathers the tokens of one statement across lines; the
 // lexer's state (inside a string, a comment, a trigger body) carries
 // over from line to line.
 type sqlStatement struct {
-	toks []sqlToken
+	src    string
+	sqlite *sqlitePreparer // opened for the first statement that needs it
+	toks   []sqlToken
 	// open is the quote or comment a line ended inside ('\'', '"', '`',
 	// ']' or '*'), 0 if none.
 	open byte
 	// buf is the text of a token split over lines.
-	buf            strings.Builder
-	bufLine, bufCo int
+	buf                    strings.Builder
+	bufLine, bufCo, bufOff int
 	// trigger: inside CREATE TRIGGER, where ; ends a statement of the
 	// body, not the trigger, until END.
 	trigger bool
@@ -162,7 +172,7 @@ func (s *sqlStatement) push(a *analysis, t sqlToken) {
 			s.add(t)
 			return
 		}
-		s.end(a)
+		s.end(a, t.off+1)
 		return
 	}
 	s.add(t)
@@ -198,27 +208,68 @@ func (s *sqlStatement) endsTrigger() bool {
 	return n > 0 && s.toks[n-1].kind == 'w' && s.toks[n-1].text == "END"
 }
 
-// end checks the statement gathered and starts the next.
-func (s *sqlStatement) end(a *analysis) {
+// end checks the statement gathered, which ends at end (an offset in
+// the script), and starts the next.
+func (s *sqlStatement) end(a *analysis, end int) {
 	toks := s.toks
+	defer func() { s.toks, s.trigger, s.count = s.toks[:0], false, 0 }()
+	if len(toks) == 0 {
+		return
+	}
 	// EXPLAIN [QUERY PLAN] stmt is stmt.
 	i := 0
 	for i < len(toks) && toks[i].kind == 'w' && (toks[i].text == "EXPLAIN" || toks[i].text == "QUERY" || toks[i].text == "PLAN") {
 		i++
 	}
+	var attach *sqlToken
+	var calls []sqlToken // load_extension(
+	candidate := false
 	if i < len(toks) && toks[i].kind == 'w' && toks[i].text == "ATTACH" {
-		a.c.add(RuleSQLAttach, toks[i].line, toks[i].col, "ATTACH opens another database file")
+		attach, candidate = &toks[i], true
 	}
-	for j := i; j+1 < len(toks); j++ {
-		if toks[j].kind == 'w' && toks[j].text == "LOAD_EXTENSION" && toks[j+1].kind == '(' {
-			a.c.add(RuleSQLExtension, toks[j].line, toks[j].col, "load_extension() loads native code")
+	for j := i; j < len(toks); j++ {
+		if toks[j].kind == 'w' && toks[j].text == "LOAD_EXTENSION" {
+			candidate = true
+			if j+1 < len(toks) && toks[j+1].kind == '(' {
+				calls = append(calls, toks[j])
+			}
 		}
 	}
-	s.toks, s.trigger, s.count = s.toks[:0], false, 0
+	if !candidate {
+		return
+	}
+	if s.count <= len(s.toks) && end <= len(s.src) && toks[0].off < end {
+		if s.sqlite == nil {
+			s.sqlite = newSQLitePreparer()
+		}
+		if seen, ok := s.sqlite.prepare(s.src[toks[0].off:end]); ok {
+			// SQLite's parser decides.
+			if seen.attach {
+				at := toks[i]
+				a.c.add(RuleSQLAttach, at.line, at.col, "ATTACH opens another database file")
+			}
+			if seen.loadExtension {
+				at := toks[0]
+				if len(calls) > 0 {
+					at = calls[0]
+				}
+				a.c.add(RuleSQLExtension, at.line, at.col, "load_extension() loads native code")
+			}
+			return
+		}
+	}
+	// It did not prepare (a table of the script, a trigger's body): the
+	// tokens decide.
+	if attach != nil {
+		a.c.add(RuleSQLAttach, attach.line, attach.col, "ATTACH opens another database file")
+	}
+	for _, t := range calls {
+		a.c.add(RuleSQLExtension, t.line, t.col, "load_extension() loads native code")
+	}
 }
 
-// feed lexes one line of SQL.
-func (s *sqlStatement) feed(a *analysis, line string, lineNo int) {
+// feed lexes one line of SQL, which starts at lineOff in the script.
+func (s *sqlStatement) feed(a *analysis, line string, lineNo, lineOff int) {
 	i := 0
 	// a quote or comment left open by the line before
 	if s.open != 0 {
@@ -236,7 +287,7 @@ func (s *sqlStatement) feed(a *analysis, line string, lineNo int) {
 		case c == '-' && i+1 < len(line) && line[i+1] == '-':
 			return // a comment to the end of the line
 		case c == '/' && i+1 < len(line) && line[i+1] == '*':
-			s.open, s.bufLine, s.bufCo = '*', lineNo, col
+			s.open, s.bufLine, s.bufCo, s.bufOff = '*', lineNo, col, lineOff+i
 			i = s.close(line, i+2, lineNo)
 		case c == '\'' || c == '"' || c == '`' || c == '[':
 			s.open = c
@@ -244,7 +295,7 @@ func (s *sqlStatement) feed(a *analysis, line string, lineNo int) {
 				s.open = ']'
 			}
 			s.buf.Reset()
-			s.bufLine, s.bufCo = lineNo, col
+			s.bufLine, s.bufCo, s.bufOff = lineNo, col, lineOff+i
 			i = s.close(line, i+1, lineNo)
 		case isWordByte(c):
 			j := i
@@ -255,10 +306,10 @@ func (s *sqlStatement) feed(a *analysis, line string, lineNo int) {
 			if c >= '0' && c <= '9' {
 				kind = 'l'
 			}
-			s.push(a, sqlToken{kind: kind, text: strings.ToUpper(line[i:j]), line: lineNo, col: col})
+			s.push(a, sqlToken{kind: kind, text: strings.ToUpper(line[i:j]), line: lineNo, col: col, off: lineOff + i})
 			i = j
 		default:
-			s.push(a, sqlToken{kind: c, text: string(c), line: lineNo, col: col})
+			s.push(a, sqlToken{kind: c, text: string(c), line: lineNo, col: col, off: lineOff + i})
 			i++
 		}
 	}
@@ -289,7 +340,7 @@ func (s *sqlStatement) close(line string, i, lineNo int) int {
 			kind = 'w' // a quoted identifier: "load_extension"(...) is still the function
 		}
 		s.open = 0
-		s.add(sqlToken{kind: kind, text: strings.ToUpper(s.buf.String()), line: s.bufLine, col: s.bufCo})
+		s.add(sqlToken{kind: kind, text: strings.ToUpper(s.buf.String()), line: s.bufLine, col: s.bufCo, off: s.bufOff})
 		return j + 1
 	}
 	if s.buf.Len() < 4096 {
