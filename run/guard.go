@@ -15,10 +15,18 @@ type Checker interface {
 	Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding
 }
 
-// screening is what the guard said of a record's code: set once per
-// record, by Screen or by Begin.
+// screening is what the guard said of a record's code under a policy:
+// set by Screen, or by Begin; a record whose code, language or policy
+// changed since is screened again.
 type screening struct {
+	code     string
+	lang     airlock.Language
+	policy   airlock.GuardPolicy
 	findings []airlock.GuardFinding
+}
+
+func (s *screening) of(rec Record) bool {
+	return s != nil && s.code == rec.Code && s.lang == rec.Language && s.policy == rec.Guard.Effective()
 }
 
 // Screen runs the guard on the record's code under the tenant's policy
@@ -29,12 +37,12 @@ type screening struct {
 // that blocks is recorded as an execution with status blocked and
 // refused with a 422 problem guard-blocked that lists the findings.
 func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
-	if rec.screened != nil {
+	if rec.screened.of(rec) {
 		return rec, nil
 	}
-	sc := &screening{findings: []airlock.GuardFinding{}}
-	rec.screened = sc
 	policy := rec.Guard.Effective()
+	sc := &screening{code: rec.Code, lang: rec.Language, policy: policy, findings: []airlock.GuardFinding{}}
+	rec.screened = sc
 	if policy == airlock.GuardOff {
 		return rec, nil
 	}
