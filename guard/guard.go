@@ -18,8 +18,8 @@ type Config struct {
 	// session's command).
 	MaxBytes int
 	// Timeout bounds one check; a check that takes longer is abandoned
-	// with the finding guard-timeout (5 s: a megabyte of Python takes
-	// about a second of CPU).
+	// with the finding guard-timeout (10 s: a megabyte of Python takes
+	// about a second of CPU, several on a loaded machine).
 	Timeout time.Duration
 	// MaxDepth bounds how deep shell inside shell (bash -c '...', eval,
 	// os.system("...")) is parsed again (4).
@@ -40,7 +40,7 @@ func (c *Config) Validate() error {
 		c.MaxBytes = airlock.MaxCodeBytes + 64<<10
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 5 * time.Second
+		c.Timeout = 10 * time.Second
 	}
 	if c.MaxDepth == 0 {
 		c.MaxDepth = 4

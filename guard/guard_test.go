@@ -121,6 +121,8 @@ var ruleCases = []ruleCase{
 	{"sh stratum argument", sh, "./run -o stratum+tcp://pool.example:3333", guard.RuleMiningPool},
 	{"sh stratum printed", sh, "echo stratum+tcp://pool.example:3333", clean},
 	{"py stratum in code that connects", py, "import socket\nPOOL = 'stratum+tcp://pool.example:3333'\ns = socket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
+	{"py stratum in pieces", py, "import socket\nPOOL = ('stratum+' 'tcp://pool.example:3333')\nsocket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
+	{"py stratum escaped", py, "import socket\nPOOL = '\\x73tratum+tcp://pool.example:3333'\nsocket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
 	{"py stratum printed", py, "print('stratum+ssl://pool.example:443')", clean},
 	{"py stratum in a docstring", py, "'''Talks stratum+tcp:// to nobody.'''\nprint(1)", clean},
 	{"js stratum", node, "const net = require('net');\nconst pool = 'stratum+tcp://pool.example:3333';\nnet.connect(3333, 'pool.example');", guard.RuleMiningPool},

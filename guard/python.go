@@ -42,7 +42,8 @@ func (a *analysis) python(src string, at pos, depth int) {
 		return // the check's time is up
 	}
 	defer tree.Close()
-	w := &pyWalk{a: a, src: b, at: at, depth: depth, alias: map[string]string{}, tainted: map[string]bool{}}
+	w := &pyWalk{a: a, src: b, at: at, depth: depth, alias: map[string]string{}, tainted: map[string]bool{},
+		mayFetch: mayFetch(src)}
 	root := tree.RootNode()
 	if root.HasError() {
 		if n := firstError(root); n != nil {
@@ -62,8 +63,11 @@ type pyWalk struct {
 	// alias maps a local name to what it imports (sp: subprocess,
 	// system: os.system).
 	alias map[string]string
-	// tainted names hold what was fetched from the network.
-	tainted map[string]bool
+	// tainted names hold what was fetched from the network; mayFetch is
+	// false when no module or call that fetches is named anywhere in the
+	// code, and the taint is not followed.
+	tainted  map[string]bool
+	mayFetch bool
 	// for the reverse shell: a socket, dup2 and a shell in one program.
 	socket, shellSpawn bool
 	dup2               *sitter.Node
@@ -125,7 +129,7 @@ func (w *pyWalk) text(n *sitter.Node) string { return n.Utf8Text(w.src) }
 // look at: the walk happens in C, and only these come back to Go.
 var pythonQuery = sync.OnceValue(func() *sitter.Query {
 	q, err := sitter.NewQuery(pythonLanguage, `[(import_statement) (import_from_statement) (assignment)
-		(named_expression) (augmented_assignment) (as_pattern) (call) (string)] @n`)
+		(named_expression) (augmented_assignment) (as_pattern) (call) (string) (concatenated_string)] @n`)
 	if err != nil {
 		panic("guard: the Python query does not compile: " + err.Message)
 	}
@@ -155,7 +159,7 @@ func (w *pyWalk) walk(root *sitter.Node) {
 			w.withItem(n)
 		case "call":
 			w.call(n)
-		case "string":
+		case "string", "concatenated_string":
 			w.str(n)
 		}
 	}
@@ -249,9 +253,25 @@ var (
 	escapeCalls   = set("mount", "umount", "umount2", "unshare", "setns", "pivot_root")
 )
 
+// fetchNames are the names without which Python code cannot fetch
+// through the calls fetches knows (a shortcut: the tree decides).
+var fetchNames = []string{"urlopen", "requests", "httpx", "urllib", "aiohttp", "recv", "http", "create_connection"}
+
+func mayFetch(src string) bool {
+	for _, n := range fetchNames {
+		if strings.Contains(src, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // fetches reports whether an expression fetches from the network or
 // uses a name that holds what was fetched.
 func (w *pyWalk) fetches(n *sitter.Node) bool {
+	if !w.mayFetch {
+		return false
+	}
 	found := false
 	preorder(n, func() bool { return found }, func(m *sitter.Node) {
 		switch m.Kind() {
@@ -546,10 +566,28 @@ func pyUnescape(s string) string {
 // str checks a string used in code (not a docstring, not printed) for a
 // mining pool or a host path.
 func (w *pyWalk) str(n *sitter.Node) {
-	if p := n.Parent(); p != nil && p.Kind() == "concatenated_string" {
-		return // checked as a whole
+	concatenated := n.Kind() == "concatenated_string"
+	if raw := w.text(n); !concatenated && !strings.Contains(raw, `\`) && !stratum(raw) && hostPath(raw) == "" {
+		return // nothing an escape could hide either
 	}
-	s, _ := w.stringValue(n)
+	if !concatenated {
+		if p := n.Parent(); p != nil && p.Kind() == "concatenated_string" {
+			return // checked as a whole
+		}
+	}
+	var s string
+	if concatenated {
+		var b strings.Builder
+		for i := uint(0); i < n.NamedChildCount() && b.Len() < 1<<16; i++ {
+			if c := n.NamedChild(i); c.Kind() == "string" {
+				v, _ := w.stringValue(c)
+				b.WriteString(v)
+			}
+		}
+		s = b.String()
+	} else {
+		s, _ = w.stringValue(n)
+	}
 	if !stratum(s) && hostPath(s) == "" {
 		return
 	}
