@@ -63,9 +63,9 @@
 // go-python/gpython parses the 3.4 grammar), the image's own ast module
 // run in the fresh sandbox before the program, and tree-sitter (cgo).
 // Measured (BENCHMARKS.md, "Guard (issue 11)"), on the README's chart
-// example: tree-sitter in airlockd about 0.2 ms per check; ast in the
-// sandbox about 85 ms per run (a python3 start inside gVisor, 60 ms more
-// than an exec of true) on top of the run. ast in the sandbox also needs
+// example: tree-sitter in airlockd 0.15 ms per check at p50; ast in the
+// sandbox 83 ms per run at p50 (a python3 start inside gVisor, 61 ms more
+// than an exec of true), on top of the run. ast in the sandbox also needs
 // a sandbox before a block decision, so a refused run would still take
 // one (from the pool or a boot), and it trusts a process in the sandbox
 // to report on the code. tree-sitter costs cgo: airlockd is built with
@@ -73,8 +73,10 @@
 // agent, which must stay static, and the CLI do not import this package.
 // A build without cgo still compiles (python_nocgo.go) and says in a
 // finding of severity info that Python was not checked. On a megabyte of
-// Python, tree-sitter took longer than CPython's ast (about 2.5 times);
-// Config.Timeout leaves room for that.
+// Python the two cost about the same (1.8 s for tree-sitter, 1.6 s for
+// ast in the sandbox, p50 on a loaded 2-core machine: tree-sitter's
+// allocations go through Go callbacks); Config.Timeout leaves room for
+// that.
 //
 // # Bounds
 //
