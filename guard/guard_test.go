@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/guard"
@@ -123,9 +124,13 @@ var ruleCases = []ruleCase{
 	{"py stratum in code that connects", py, "import socket\nPOOL = 'stratum+tcp://pool.example:3333'\ns = socket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
 	{"py stratum in pieces", py, "import socket\nPOOL = ('stratum+' 'tcp://pool.example:3333')\nsocket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
 	{"py stratum escaped", py, "import socket\nPOOL = '\\x73tratum+tcp://pool.example:3333'\nsocket.create_connection(('pool.example', 3333))", guard.RuleMiningPool},
+	{"py stratum in code that does not connect", py, "POOL = 'stratum+tcp://pool.example:3333'\nprint(len(POOL))", clean},
+	{"py stratum given to a subprocess", py, "import subprocess\nsubprocess.run(['./run', '--url', 'stratum+tcp://pool.example:3333'])", guard.RuleMiningPool},
 	{"py stratum printed", py, "print('stratum+ssl://pool.example:443')", clean},
 	{"py stratum in a docstring", py, "'''Talks stratum+tcp:// to nobody.'''\nprint(1)", clean},
 	{"js stratum", node, "const net = require('net');\nconst pool = 'stratum+tcp://pool.example:3333';\nnet.connect(3333, 'pool.example');", guard.RuleMiningPool},
+	{"js stratum in code that does not connect", node, "const pool = 'stratum+tcp://pool.example:3333';\nconsole.log(pool.length);", clean},
+	{"js stratum over WebSocket", node, "const WebSocket = require('ws');\nnew WebSocket('wss://x').send(JSON.stringify({ url: 'stratum+ssl://pool.example:443' }));", guard.RuleMiningPool},
 	{"js stratum printed", node, "console.log(`stratum+tcp://pool.example:3333`);", clean},
 
 	// escape probes
@@ -398,4 +403,41 @@ func TestBounds(t *testing.T) {
 			t.Errorf("a language without a parser: %v", fs)
 		}
 	})
+}
+
+// Inputs made to make the walks work hard return within the bound, with
+// or without a guard-timeout.
+func TestHostileInputsEnd(t *testing.T) {
+	const bound = time.Second
+	g := newGuard(t, guard.Config{Timeout: bound})
+	n := 60000
+	tests := []struct {
+		lang airlock.Language
+		code string
+	}{
+		{py, "import urllib\nx = " + strings.Repeat("exec(", n) + "urlopen(u)" + strings.Repeat(")", n)},
+		{py, "import urllib\n" + strings.Repeat("a = (b := urlopen(u))\n", n)},
+		{py, strings.Repeat("'stratum+tcp://x'\n", n)},
+		{py, "import os\nos.system('" + strings.Repeat("xmrig;", n) + "')"},
+		{sh, strings.Repeat("f() { f | f & }\n", n/4)},
+		{sh, "eval '" + strings.Repeat("xmrig;", n) + "'"},
+		{node, strings.Repeat("while (true) { ", 1000) + strings.Repeat("}", 1000)},
+		{node, strings.Repeat("eval(x);", n) + "fetch(u)"},
+		{sql, strings.Repeat("TRIGGER ", n)},
+		{sql, strings.Repeat("ATTACH 'x' AS y;\n", n/10)},
+		{sql, strings.Repeat("SELECT load_extension('x');", n/10)},
+	}
+	for _, tt := range tests {
+		if tt.lang == py && !guard.PythonParser {
+			continue
+		}
+		start := time.Now()
+		fs := g.Check(context.Background(), tt.lang, tt.code)
+		if d := time.Since(start); d > bound+time.Second {
+			t.Errorf("%s %.40q...: %v, past the bound", tt.lang, tt.code, d)
+		}
+		if len(fs) > 51 {
+			t.Errorf("%s: %d findings", tt.lang, len(fs))
+		}
+	}
 }

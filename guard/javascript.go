@@ -90,6 +90,10 @@ type jsWalk struct {
 	sawNet, sawPipe, sawFetch bool
 	shellSpawn                []byte // where
 	dynamic                   [][]byte
+	// cpUsed: child_process was called; pools: stratum URLs, findings
+	// when the program connects.
+	cpUsed, sockets bool
+	pools           [][]byte
 	endless                   int
 }
 
@@ -281,6 +285,8 @@ func (w *jsWalk) bind(mod, name, key string) {
 	case "net", "tls":
 		w.net[name] = true
 		w.sawNet = true
+	case "ws", "websocket", "socket.io-client", "dgram":
+		w.sockets = true
 	case "http", "https", "node-fetch", "axios", "got", "undici":
 		w.sawFetch = true
 	}
@@ -545,6 +551,7 @@ func (w *jsWalk) newExpr(n *js.NewExpr) {
 // spawn's program and literal arguments as an argv.
 func (w *jsWalk) childProcess(c *js.CallExpr, method string) {
 	at := anchor(c.X)
+	w.cpUsed = true
 	if w.endless > 0 {
 		w.add(RuleForkBomb, at, "starts processes in an endless loop")
 	}
@@ -596,7 +603,7 @@ func (w *jsWalk) str(n js.INode, s string, at []byte) {
 		return
 	}
 	if stratum(s) {
-		w.add(RuleMiningPool, at, "connects to a mining pool (stratum)")
+		w.pools = append(w.pools, at) // a finding if the program connects (finish)
 	} else {
 		w.add(RuleEscapeProbe, at, "reaches "+hostPath(s))
 	}
@@ -619,6 +626,11 @@ func (w *jsWalk) printed() bool {
 
 // finish adds the findings that need the whole program.
 func (w *jsWalk) finish() {
+	if w.sawNet || w.sawFetch || w.cpUsed || w.sockets {
+		for _, at := range w.pools {
+			w.add(RuleMiningPool, at, "a mining pool (stratum) in a program that connects")
+		}
+	}
 	if w.sawNet && w.sawPipe && w.shellSpawn != nil {
 		w.add(RuleReverseShell, w.shellSpawn, "a shell is piped to a network socket")
 	}

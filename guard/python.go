@@ -70,6 +70,10 @@ type pyWalk struct {
 	mayFetch bool
 	// for the reverse shell: a socket, dup2 and a shell in one program.
 	socket, shellSpawn bool
+	// connects: the program opens connections or starts programs; pools
+	// are the stratum URLs in it, findings only then.
+	connects bool
+	pools    []*sitter.Node
 	dup2               *sitter.Node
 	pipedShell         *sitter.Node
 }
@@ -79,7 +83,7 @@ func preorder(root *sitter.Node, stop func() bool, visit func(n *sitter.Node)) {
 	c := root.Walk()
 	defer c.Close()
 	for count := 0; ; count++ {
-		if count&1023 == 0 && stop() {
+		if count&255 == 0 && stop() {
 			return
 		}
 		visit(c.Node())
@@ -141,7 +145,7 @@ func (w *pyWalk) walk(root *sitter.Node) {
 	defer qc.Close()
 	caps := qc.Captures(pythonQuery(), root, w.src)
 	for count := 0; ; count++ {
-		if count&1023 == 0 && w.a.stopped() {
+		if count&63 == 0 && w.a.stopped() {
 			return
 		}
 		m, i := caps.Next()
@@ -266,6 +270,12 @@ func mayFetch(src string) bool {
 	return false
 }
 
+// fetchCall reports whether a callee fetches from the network.
+func fetchCall(q string) bool {
+	return pyFetchCalls[q] || strings.HasPrefix(q, "requests.") && !strings.Contains(q, "()") ||
+		strings.HasPrefix(q, "aiohttp.") || strings.HasSuffix(q, ".recv") || strings.HasSuffix(q, ".urlopen")
+}
+
 // fetches reports whether an expression fetches from the network or
 // uses a name that holds what was fetched.
 func (w *pyWalk) fetches(n *sitter.Node) bool {
@@ -273,12 +283,10 @@ func (w *pyWalk) fetches(n *sitter.Node) bool {
 		return false
 	}
 	found := false
-	preorder(n, func() bool { return found }, func(m *sitter.Node) {
+	preorder(n, func() bool { return found || w.a.stopped() }, func(m *sitter.Node) {
 		switch m.Kind() {
 		case "call":
-			q := w.qualified(m.ChildByFieldName("function"))
-			if pyFetchCalls[q] || strings.HasPrefix(q, "requests.") && !strings.Contains(q, "()") ||
-				strings.HasPrefix(q, "aiohttp.") || strings.HasSuffix(q, ".recv") || strings.HasSuffix(q, ".urlopen") {
+			if fetchCall(w.qualified(m.ChildByFieldName("function"))) {
 				found = true
 			}
 		case "identifier":
@@ -358,6 +366,10 @@ func (w *pyWalk) call(n *sitter.Node) {
 	}
 	args, kw := w.args(n)
 	last := q[strings.LastIndexByte(q, '.')+1:]
+	if pyShellCalls[q] || pySocketCalls[q] || fetchCall(q) ||
+		strings.HasPrefix(q, "asyncio.open_connection") || strings.HasPrefix(q, "websocket") || strings.HasPrefix(q, "websockets.") {
+		w.connects = true
+	}
 	switch {
 	case pyShellCalls[q]:
 		w.shellCall(n, q, args, kw)
@@ -598,7 +610,8 @@ func (w *pyWalk) str(n *sitter.Node) {
 		return
 	}
 	if stratum(s) {
-		w.add(RuleMiningPool, n, "connects to a mining pool (stratum)")
+		node := *n
+		w.pools = append(w.pools, &node) // a finding if the program connects (finish)
 	} else {
 		w.add(RuleEscapeProbe, n, "reaches "+hostPath(s))
 	}
@@ -685,8 +698,14 @@ func (w *pyWalk) cgroupWrite(n *sitter.Node, q string, args []*sitter.Node, kw m
 }
 
 // finish adds the findings that need the whole program: a socket, dup2
-// onto it and a shell make a reverse shell.
+// onto it and a shell make a reverse shell; a stratum URL counts in a
+// program that connects.
 func (w *pyWalk) finish() {
+	if w.connects {
+		for _, n := range w.pools {
+			w.add(RuleMiningPool, n, "a mining pool (stratum) in a program that connects")
+		}
+	}
 	if w.socket && w.dup2 != nil && w.shellSpawn {
 		w.add(RuleReverseShell, w.dup2, "a shell is wired to a socket (socket, dup2, shell)")
 	}
