@@ -397,6 +397,18 @@ func TestBounds(t *testing.T) {
 			}
 		}
 	})
+	t.Run("depth", func(t *testing.T) {
+		code := "bash -c 'sh -c \"eval xmrig\"'" // xmrig three levels down
+		for _, tt := range []struct {
+			depth int
+			found bool
+		}{{2, false}, {3, true}} {
+			fs := newGuard(t, guard.Config{MaxDepth: tt.depth}).Check(ctx, sh, code)
+			if got := slices.Contains(rules(fs), guard.RuleMiner); got != tt.found {
+				t.Errorf("MaxDepth %d: %v", tt.depth, fs)
+			}
+		}
+	})
 	t.Run("other languages", func(t *testing.T) {
 		g := newGuard(t, guard.Config{})
 		if fs := g.Check(ctx, "cobol", "xmrig"); len(fs) != 0 {
