@@ -94,7 +94,7 @@ type jsWalk struct {
 	// when the program connects.
 	cpUsed, sockets bool
 	pools           [][]byte
-	endless                   int
+	endless         int
 }
 
 var _ js.IVisitor = (*jsWalk)(nil)

@@ -72,10 +72,10 @@ type pyWalk struct {
 	socket, shellSpawn bool
 	// connects: the program opens connections or starts programs; pools
 	// are the stratum URLs in it, findings only then.
-	connects bool
-	pools    []*sitter.Node
-	dup2               *sitter.Node
-	pipedShell         *sitter.Node
+	connects   bool
+	pools      []*sitter.Node
+	dup2       *sitter.Node
+	pipedShell *sitter.Node
 }
 
 // preorder visits every node of a tree in order, without recursion.
