@@ -72,10 +72,9 @@ type pyWalk struct {
 	socket, shellSpawn bool
 	// connects: the program opens connections or starts programs; pools
 	// are the stratum URLs in it, findings only then.
-	connects   bool
-	pools      []*sitter.Node
-	dup2       *sitter.Node
-	pipedShell *sitter.Node
+	connects bool
+	pools    []*sitter.Node
+	dup2     *sitter.Node
 }
 
 // preorder visits every node of a tree in order, without recursion.
@@ -438,7 +437,6 @@ func (w *pyWalk) shellCall(n *sitter.Node, q string, args []*sitter.Node, kw map
 		if s, ok := w.literal(first); ok {
 			if f := strings.Fields(s); len(f) > 0 && shellName(f[0]) {
 				w.shellSpawn = true
-				w.pipedShell = n
 			}
 			w.a.shell(s, w.nested(first), w.depth+1)
 		} else {
@@ -448,7 +446,6 @@ func (w *pyWalk) shellCall(n *sitter.Node, q string, args []*sitter.Node, kw map
 	if len(argv) > 0 {
 		if shellName(argv[0]) {
 			w.shellSpawn = true
-			w.pipedShell = n
 		}
 		w.a.shellArgv(argv, w.nested(first), w.depth+1)
 	}
