@@ -90,8 +90,9 @@
 // guard-timeout; findings are capped (Config.MaxFindings, then
 // guard-limit, and the check ends);
 // excerpts are at most airlock.MaxExcerptBytes; shell and JavaScript
-// nested deeper than 2000 brackets are not given to their recursive
-// parsers (guard-limit); a parser's panic becomes a finding
+// nested deeper than 2000 levels (brackets; for shell also if, while,
+// for, case ... against fi, done, esac) are not given to their
+// recursive parsers (guard-limit); a parser's panic becomes a finding
 // guard-parse-error. Both bound findings are severity high: under the
 // block policy, code made to exhaust the guard is refused, not passed.
 // Code that does not parse gets guard-parse-error (info): what parsed is

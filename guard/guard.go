@@ -29,8 +29,9 @@ type Config struct {
 	MaxFindings int
 	// MaxInflightBytes bounds the code being checked at once, and so the
 	// memory of the parsers (a megabyte of Python takes about 80 MB in
-	// tree-sitter's tree); a check waits for room within its Timeout
-	// (64 MiB).
+	// tree-sitter's tree, a deeply nested one in mvdan.cc/sh up to a few
+	// hundred MB of stack); a check waits for room within its Timeout
+	// (16 MiB).
 	MaxInflightBytes int64
 }
 
@@ -49,7 +50,7 @@ func (c *Config) Validate() error {
 		c.MaxFindings = 50
 	}
 	if c.MaxInflightBytes == 0 {
-		c.MaxInflightBytes = 64 << 20
+		c.MaxInflightBytes = 16 << 20
 	}
 	if c.MaxInflightBytes < int64(c.MaxBytes) {
 		return fmt.Errorf("guard: MaxInflightBytes %d is less than MaxBytes %d", c.MaxInflightBytes, c.MaxBytes)

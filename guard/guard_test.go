@@ -352,10 +352,18 @@ func TestBounds(t *testing.T) {
 	})
 	t.Run("nesting", func(t *testing.T) {
 		g := newGuard(t, guard.Config{})
-		for _, lang := range []airlock.Language{sh, node} {
-			fs := g.Check(ctx, lang, strings.Repeat("(", 100000)+strings.Repeat(")", 100000))
+		for _, tt := range []struct {
+			lang airlock.Language
+			code string
+		}{
+			{sh, strings.Repeat("(", 100000) + strings.Repeat(")", 100000)},
+			{node, strings.Repeat("(", 100000) + strings.Repeat(")", 100000)},
+			{sh, strings.Repeat("if a; then ", 3000) + strings.Repeat("fi; ", 3000)},
+			{sh, strings.Repeat("while a; do ", 3000) + strings.Repeat("done; ", 3000)},
+		} {
+			fs := g.Check(ctx, tt.lang, tt.code)
 			if !slices.Contains(rules(fs), guard.RuleLimit) {
-				t.Errorf("%s: deep nesting: %v", lang, fs)
+				t.Errorf("%s %.20q: deep nesting: %v", tt.lang, tt.code, fs)
 			}
 		}
 		if guard.PythonParser {

@@ -15,7 +15,7 @@ func (a *analysis) shell(src string, at pos, depth int) {
 	if depth > a.maxDepth || a.stopped() {
 		return
 	}
-	if nesting(src) > maxNesting {
+	if nesting(src) > maxNesting || shellNesting(src) > maxNesting {
 		line, col := at.at(1, 1)
 		a.c.add(RuleLimit, line, col, "shell: nested deeper than the guard parses")
 		return
@@ -34,6 +34,25 @@ func (a *analysis) shell(src string, at pos, depth int) {
 	}
 	s := &shellWalk{a: a, at: at, depth: depth}
 	s.file(f)
+}
+
+// shellNesting bounds how deep the shell's compound commands nest (if,
+// while, until, for, case, select against fi, done, esac), for the
+// parser's recursion; words in strings count too (an upper bound).
+func shellNesting(src string) int {
+	depth, deepest := 0, 0
+	for _, w := range strings.FieldsFunc(src, func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '(' || r == ')'
+	}) {
+		switch w {
+		case "if", "while", "until", "for", "case", "select":
+			depth++
+			deepest = max(deepest, depth)
+		case "fi", "done", "esac":
+			depth = max(0, depth-1)
+		}
+	}
+	return deepest
 }
 
 // shellArgv checks a command given as an argv (a session exec's cmd, a
