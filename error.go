@@ -38,7 +38,10 @@ type Error struct {
 	// those of the standard members (type, title, status, detail,
 	// instance) or "code", which are dropped.
 	Extensions map[string]any
-	Err        error
+	// Refusal, when set, is the guard's refusal of code (extension
+	// members of the problem guard-blocked).
+	Refusal *GuardRefusal
+	Err     error
 }
 
 func (e *Error) Error() string {

@@ -66,6 +66,9 @@ const (
 	StatusRunning   ExecutionStatus = "running"
 	StatusCompleted ExecutionStatus = "completed"
 	StatusFailed    ExecutionStatus = "failed" // the service failed, not the user's code
+	// StatusBlocked: the guard refused the code (tenant policy block);
+	// nothing ran and no sandbox was taken. Findings says why.
+	StatusBlocked ExecutionStatus = "blocked"
 )
 
 // Execution is one run: what was asked, what came out, and how.
@@ -99,9 +102,12 @@ type Execution struct {
 	Backend string `json:"backend,omitempty"`
 	// Phases are the milliseconds spent in each phase: acquire, hand_in,
 	// run, collect, destroy (destroy is recorded after the response).
-	Phases     map[string]float64 `json:"phases_ms,omitempty"`
-	CreatedAt  time.Time          `json:"created_at"`
-	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Phases map[string]float64 `json:"phases_ms,omitempty"`
+	// Findings are what the guard found in the code before it ran
+	// (empty when it found nothing or the tenant's policy is off).
+	Findings   []GuardFinding `json:"findings"`
+	CreatedAt  time.Time      `json:"created_at"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
 }
 
 // Artifact is a file the code created or changed in the workspace.

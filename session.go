@@ -499,6 +499,8 @@ type CellResult struct {
 	// ContextState is the context's state after the cell: idle, or dead
 	// when the interpreter crashed (restart it to go on).
 	ContextState string `json:"context_state"`
+	// Findings are what the guard found in the cell's code.
+	Findings []GuardFinding `json:"findings"`
 }
 
 // CellObserver sees a cell as it happens (for streaming): Started once the

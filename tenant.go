@@ -5,10 +5,12 @@ import "time"
 // Tenant owns API keys, executions and artifacts. Tenants never see each
 // other's records.
 type Tenant struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	FirstParty bool      `json:"first_party"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	FirstParty bool   `json:"first_party"`
+	// Guard is the tenant's guard policy ("" is GuardWarn).
+	Guard     GuardPolicy `json:"guard,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
 }
 
 // APIKey is a bearer key. Only its hash is stored; the secret is shown once.

@@ -33,6 +33,9 @@ type Error struct {
 	// 3.2): a quota problem's "quota", "limit", "used" and "unit", for
 	// example (numbers are float64, as encoding/json reads them).
 	Extensions map[string]any
+	// Refusal is set for a problem guard-blocked: the guard's findings
+	// and the execution that records the refusal.
+	Refusal *airlock.GuardRefusal
 }
 
 func (e *Error) Error() string {
@@ -58,7 +61,7 @@ func (e *Error) Unwrap() error {
 	if slug == e.Type {
 		slug = ""
 	}
-	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Extensions: e.Extensions}
+	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Extensions: e.Extensions, Refusal: e.Refusal}
 }
 
 // problem is the wire form of an RFC 9457 problem document with Airlock's
@@ -69,6 +72,9 @@ type problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
+	// guard-blocked's extension members
+	Findings    []airlock.GuardFinding `json:"findings"`
+	ExecutionID string                 `json:"execution_id"`
 }
 
 // problemError turns a non-2xx response into an *Error, reading at most
@@ -84,6 +90,9 @@ func problemError(resp *http.Response) *Error {
 		json.Unmarshal(data, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
 		e.Extensions = extensions(data)
+		if len(p.Findings) > 0 || p.ExecutionID != "" {
+			e.Refusal = &airlock.GuardRefusal{Findings: p.Findings, ExecutionID: p.ExecutionID}
+		}
 	} else if s := strings.TrimSpace(snippet(data, 200)); s != "" {
 		e.Detail = "unexpected " + resp.Header.Get("Content-Type") + " body: " + s
 	}
@@ -100,13 +109,14 @@ func problemError(resp *http.Response) *Error {
 }
 
 // extensions returns a problem document's members other than the
-// standard ones and "code", or nil.
+// standard ones, "code" and the guard's, or nil.
 func extensions(data []byte) map[string]any {
 	var all map[string]any
 	if json.Unmarshal(data, &all) != nil {
 		return nil
 	}
-	for _, k := range []string{"type", "title", "status", "detail", "instance", "code"} {
+	// The guard's members have a field of their own (Error.Refusal).
+	for _, k := range []string{"type", "title", "status", "detail", "instance", "code", "findings", "execution_id"} {
 		delete(all, k)
 	}
 	if len(all) == 0 {

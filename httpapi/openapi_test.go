@@ -181,6 +181,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"Artifact", airlock.Artifact{}},
 		{"ExecutionPage", airlock.ExecutionPage{}},
 		{"Problem", httpapi.Problem{}},
+		{"GuardFinding", airlock.GuardFinding{}},
 		{"Health", httpapi.Health{}},
 		{"Usage", airlock.Usage{}},
 		{"QuotaUsage", airlock.QuotaUsage{}},
@@ -215,7 +216,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	if got := doc.Components.Schemas["Language"].Enum; !slices.Equal(got, langs) {
 		t.Errorf("Language enum %v, want %v", got, langs)
 	}
-	statuses := []string{string(airlock.StatusRunning), string(airlock.StatusCompleted), string(airlock.StatusFailed)}
+	statuses := []string{string(airlock.StatusRunning), string(airlock.StatusCompleted), string(airlock.StatusFailed), string(airlock.StatusBlocked)}
 	if got := doc.Components.Schemas["ExecutionStatus"].Enum; !slices.Equal(got, statuses) {
 		t.Errorf("ExecutionStatus enum %v, want %v", got, statuses)
 	}

@@ -37,6 +37,10 @@ type Problem struct {
 	// for, e.g. quota, limit and used of a quota problem. Members named
 	// like the ones above are never taken from here.
 	Extensions map[string]any `json:"-"`
+	// Findings and ExecutionID are extension members of the problem
+	// guard-blocked: what the guard found, and the record of the refusal.
+	Findings    []airlock.GuardFinding `json:"findings,omitempty"`
+	ExecutionID string                 `json:"execution_id,omitempty"`
 }
 
 // problemFields is Problem without its methods, for encoding.
@@ -45,7 +49,7 @@ type problemFields Problem
 // reservedMember says whether a member name is one of Problem's own.
 func reservedMember(name string) bool {
 	switch name {
-	case "type", "title", "status", "detail", "instance", "code":
+	case "type", "title", "status", "detail", "instance", "code", "findings", "execution_id":
 		return true
 	}
 	return false
@@ -147,6 +151,9 @@ func problemFor(err error) (p *Problem, internal bool) {
 	}
 	p = newProblem(e.Code, e.Type, 0, e.Message)
 	p.Extensions = airlock.ExtensionsOf(err)
+	if e.Refusal != nil {
+		p.Findings, p.ExecutionID = e.Refusal.Findings, e.Refusal.ExecutionID
+	}
 	return p, false
 }
 
@@ -195,7 +202,11 @@ func ErrorFromProblem(p *Problem) *airlock.Error {
 	if msg == "" {
 		msg = http.StatusText(p.Status)
 	}
-	return &airlock.Error{Code: code, Type: typ, Message: msg, Extensions: p.Extensions}
+	e := &airlock.Error{Code: code, Type: typ, Message: msg, Extensions: p.Extensions}
+	if len(p.Findings) > 0 || p.ExecutionID != "" {
+		e.Refusal = &airlock.GuardRefusal{Findings: p.Findings, ExecutionID: p.ExecutionID}
+	}
+	return e
 }
 
 // RetryAfterSeconds renders d as the value of a Retry-After header: whole

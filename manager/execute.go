@@ -12,7 +12,7 @@ import (
 
 // Execute runs req in a fresh sandbox and returns the recorded result: a
 // program that fails is a result; an error means the service failed (or
-// refused). The steps: admit, record, acquire, hand in and run, stop,
+// refused). The steps: guard, admit, record, acquire, hand in and run, stop,
 // collect, record, release (the sandbox is destroyed after the response).
 func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID string, req airlock.ExecuteRequest) (*airlock.Execution, error) {
 	if err := req.Validate(m.cfg.MaxTimeout); err != nil {
@@ -35,6 +35,14 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 		limits.Timeout = time.Duration(req.TimeoutSec) * time.Second
 	}
 
+	// The guard first: code it refuses takes no admission and no sandbox.
+	rec, err := m.cfg.Runner.Screen(ctx, run.Record{
+		TenantID: tenant.ID, AgentID: agentID, Language: req.Language, Image: img.Name,
+		Code: req.Code, Guard: tenant.Guard,
+	})
+	if err != nil {
+		return nil, err
+	}
 	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
 		Kind: provision.OneShot, Tenant: tenant, Isolation: req.Isolation, Network: req.AllowNetwork,
 		Limits: limits, Deadline: time.Now().Add(limits.Timeout),
@@ -42,10 +50,8 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if err != nil {
 		return nil, err
 	}
-	e, err := m.cfg.Runner.Begin(ctx, run.Record{
-		TenantID: tenant.ID, AgentID: agentID, Language: req.Language, Image: img.Name,
-		Code: req.Code, Backend: ticket.Backend().Name(),
-	})
+	rec.Backend = ticket.Backend().Name()
+	e, err := m.cfg.Runner.Begin(ctx, rec)
 	if err != nil {
 		ticket.Cancel()
 		return nil, err

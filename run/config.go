@@ -8,12 +8,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/guard"
 )
 
 // Config configures a Runner.
 type Config struct {
 	// Store keeps the execution records.
 	Store airlock.Store
+	// Guard checks code before it runs (Screen); nil is the guard of
+	// package guard with its default bounds.
+	Guard Checker
 	// Metrics registers the runner's Prometheus series; nil keeps them in
 	// a private registry.
 	Metrics prometheus.Registerer
@@ -42,6 +46,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
+	}
+	if c.Guard == nil {
+		g, err := guard.New(guard.Config{})
+		if err != nil {
+			return err
+		}
+		c.Guard = g
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = 2 * time.Second

@@ -2,6 +2,11 @@
 // sandbox that a caller holds, and records it. It is the one place that
 // decides, for one-shot runs and session execs and cells alike:
 //
+//   - the guard: every run's code is checked (package guard) under the
+//     tenant's policy before its record is made (Screen, which Begin
+//     calls for a record not screened yet); under block, code with a
+//     finding that blocks is recorded as blocked and refused, and
+//     nothing runs; the findings are the execution's;
 //   - the record: an execution row written when the run starts (status
 //     running) and finished with its outcome, the backend, how the
 //     sandbox was obtained and the time of each phase;

@@ -6,6 +6,10 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	phase      *prometheus.HistogramVec
 	executions *prometheus.CounterVec
+	// guardFindings counts findings by rule and action (reported: the
+	// code ran; blocked: it was refused); guardSeconds times the checks.
+	guardFindings *prometheus.CounterVec
+	guardSeconds  *prometheus.HistogramVec
 }
 
 // latencyBuckets cover 1 ms to 30 s.
@@ -22,6 +26,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Executions (one-shot runs, session execs and cells) by language, sandbox start and status.",
 		}, []string{"language", "start", "status"}),
 	}
-	reg.MustRegister(m.phase, m.executions)
+	m.guardFindings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_guard_findings_total",
+		Help: "Findings of the guard by rule and action (reported: the code ran; blocked: refused under the block policy).",
+	}, []string{"rule", "action"})
+	m.guardSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "airlock_guard_check_seconds", Buckets: latencyBuckets,
+		Help: "Time the guard took to check code before it ran, by language.",
+	}, []string{"language"})
+	reg.MustRegister(m.phase, m.executions, m.guardFindings, m.guardSeconds)
 	return m
 }

@@ -42,13 +42,36 @@ type Record struct {
 	Image     string
 	Code      string // only its SHA-256 is recorded
 	Backend   string
+	// Guard is the tenant's guard policy ("" is warn).
+	Guard airlock.GuardPolicy
+
+	screened *screening // set by Screen
 }
 
 // Begin records a run about to start (status running) and returns its
-// execution, whose ID names the run from now on.
+// execution, whose ID names the run from now on. A record that Screen
+// did not see is screened first: the guard's refusal is Begin's error,
+// and its findings are the execution's.
 func (r *Runner) Begin(ctx context.Context, rec Record) (*airlock.Execution, error) {
+	rec, err := r.Screen(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	e := r.newExecution(rec)
+	if err := r.cfg.Store.CreateExecution(ctx, e); err != nil {
+		return nil, fmt.Errorf("run: record execution: %w", err)
+	}
+	return e, nil
+}
+
+// newExecution is the record of a run about to start.
+func (r *Runner) newExecution(rec Record) *airlock.Execution {
 	sum := sha256.Sum256([]byte(rec.Code))
-	e := &airlock.Execution{
+	findings := []airlock.GuardFinding{}
+	if rec.screened != nil {
+		findings = rec.screened.findings
+	}
+	return &airlock.Execution{
 		ID:         r.cfg.NewID(),
 		TenantID:   rec.TenantID,
 		SessionID:  rec.SessionID,
@@ -60,12 +83,9 @@ func (r *Runner) Begin(ctx context.Context, rec Record) (*airlock.Execution, err
 		Backend:    rec.Backend,
 		Artifacts:  []airlock.Artifact{},
 		Phases:     map[string]float64{},
+		Findings:   findings,
 		CreatedAt:  r.cfg.Now().UTC(),
 	}
-	if err := r.cfg.Store.CreateExecution(ctx, e); err != nil {
-		return nil, fmt.Errorf("run: record execution: %w", err)
-	}
-	return e, nil
 }
 
 // Fail ends the record of a run that could not run, with why.

@@ -101,8 +101,10 @@ fi
 step "binaries (bin/airlockd, bin/airlock, bin/airlock-agent)"
 cd "$REPO"
 mkdir -p bin
-# All static: the agent must be, and the others lose nothing by it.
-CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlockd ./cmd/airlock ./cmd/airlock-agent
+# The agent and the CLI are static (the agent must be). airlockd links the
+# guard's Python grammar (tree-sitter, C) and so is built with cgo.
+CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlock ./cmd/airlock-agent
+CGO_ENABLED=1 go build -trimpath -o bin/ ./cmd/airlockd
 echo "built in $REPO/bin"
 
 step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"

@@ -63,8 +63,9 @@ fi
 # One run of every package with the race detector: it costs about a fifth
 # more time than a run without (measured on the 2-core development
 # machines), well within what CI allows, so the suite does not run twice.
-# -race needs cgo (setup.sh installs gcc); only the test binaries are
-# built with it, bin/ stays static.
+# -race needs cgo (setup.sh installs gcc); bin/airlock and
+# bin/airlock-agent stay static (bin/airlockd links the guard's Python
+# grammar and is built with cgo).
 step "go test -race ./..."
 echo "AIRLOCK_TEST_REQUIRE=$AIRLOCK_TEST_REQUIRE; integration tests run real runsc (several minutes); log in /tmp/airlock-test.log; screenshots in $AIRLOCK_TEST_OUTPUT"
 CGO_ENABLED=1 go test -race -count=1 -timeout 60m ./... 2>&1 | tee /tmp/airlock-test.log

@@ -182,6 +182,7 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 	l.mu.Unlock()
 	e, err := m.cfg.Runner.Begin(ctx, run.Record{
 		TenantID: tenant.ID, SessionID: id, Language: airlock.Language(lang), Image: image, Code: req.Code, Backend: lease.BackendName(),
+		Guard: tenant.Guard,
 	})
 	if err != nil {
 		m.setContextState(l, c, airlock.ContextIdle)
@@ -222,6 +223,7 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 		Stderr:          e.Stderr,
 		StdoutTruncated: e.StdoutTruncated,
 		StderrTruncated: e.StderrTruncated,
+		Findings:        e.Findings,
 	}
 	if res.Error != nil {
 		r.Error = &airlock.CellError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback}

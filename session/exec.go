@@ -66,6 +66,7 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 	l.mu.Unlock()
 	e, err := m.cfg.Runner.Begin(ctx, run.Record{
 		TenantID: tenant.ID, SessionID: id, Language: lang, Image: image, Code: code, Backend: lease.BackendName(),
+		Guard: tenant.Guard,
 	})
 	if err != nil {
 		return nil, err

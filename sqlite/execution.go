@@ -39,12 +39,12 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 		exec_id, tenant_id, session_id, agent_id, language, image, code_sha256, status,
 		exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+		created_at, finished_at, findings
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
 		id, e.TenantID, e.SessionID, e.AgentID, string(e.Language), e.Image, e.CodeSHA256,
 		string(airlock.StatusRunning), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 		e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut, e.OOMKilled,
-		e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(created))
+		e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(created), encodeFindings(e.Findings))
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(e.TenantID)
@@ -54,13 +54,17 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 		return wrap("create execution", err)
 	}
 	e.ID, e.Status, e.CreatedAt, e.FinishedAt = id, airlock.StatusRunning, created, nil
+	if e.Findings == nil {
+		e.Findings = []airlock.GuardFinding{}
+	}
 	return nil
 }
 
 // FinishExecution writes the outcome of a running execution (status, exit
 // code, output, measurements, error, whether artifacts were truncated,
 // finished time) and inserts its
-// artifacts, in one transaction. Status must be completed or failed; a nil FinishedAt means the clock's time. Artifacts get
+// artifacts, in one transaction. Status must be completed, failed or
+// blocked (by the guard); a nil FinishedAt means the clock's time. Artifacts get
 // the execution's ID and tenant, and a new ULID if their ID is empty. The
 // identifying fields set at creation are not changed. ENOTFOUND if the
 // tenant has no such execution; ECONFLICT if it is no longer running.
@@ -69,8 +73,8 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 	switch {
 	case e.ID == "" || e.TenantID == "":
 		return airlock.Errorf(airlock.EINVALID, "execution id and tenant are required")
-	case status != airlock.StatusCompleted && status != airlock.StatusFailed:
-		return airlock.Errorf(airlock.EINVALID, "a finished execution must be completed or failed, not %q", status)
+	case status != airlock.StatusCompleted && status != airlock.StatusFailed && status != airlock.StatusBlocked:
+		return airlock.Errorf(airlock.EINVALID, "a finished execution must be completed, failed or blocked, not %q", status)
 	}
 	now := db.now()
 	var finished time.Time
@@ -97,14 +101,18 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 		}
 	}
 
+	stored, blocked := status, false
+	if status == airlock.StatusBlocked {
+		stored, blocked = airlock.StatusFailed, true // see migration 0010
+	}
 	err := db.inWriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE executions SET
-			status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
+			blocked = ?, status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
 			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
 			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
 			finished_at = ?, start_source = ?, phases = ?, backend = ?
 			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
-			string(status), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
+			blocked, string(stored), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
 			e.StartSource, encodePhases(e.Phases), e.Backend,
@@ -153,27 +161,32 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend`
+		created_at, finished_at, start_source, phases, backend, findings, blocked`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend`
+		created_at, finished_at, start_source, phases, backend, findings, blocked`
 )
 
 func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
 	var e airlock.Execution
 	var created int64
 	var finished sql.NullInt64
-	var phases string
+	var phases, findings string
+	var blocked bool
 	err := row.Scan(&e.ID, &e.TenantID, &e.SessionID, &e.AgentID, &e.Language, &e.Image,
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked)
 	if err != nil {
 		return nil, err
 	}
 	e.Phases = decodePhases(phases)
+	e.Findings = decodeFindings(findings)
+	if blocked {
+		e.Status = airlock.StatusBlocked
+	}
 	e.CreatedAt = fromNanos(created)
 	e.FinishedAt = fromNullNanos(finished)
 	return &e, nil

@@ -23,8 +23,8 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	}
 	created := stamp(t.CreatedAt, now)
 	_, err := db.write.ExecContext(ctx,
-		`INSERT INTO tenants (id, name, first_party, created_at) VALUES (?, ?, ?, ?)`,
-		id, t.Name, t.FirstParty, nanos(created))
+		`INSERT INTO tenants (id, name, first_party, created_at, guard) VALUES (?, ?, ?, ?, ?)`,
+		id, t.Name, t.FirstParty, nanos(created), string(t.Guard))
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "tenants.name"):
 		return airlock.Errorf(airlock.ECONFLICT, "tenant %q exists", t.Name)
@@ -37,12 +37,12 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	return nil
 }
 
-const tenantColumns = `t.id, t.name, t.first_party, t.created_at`
+const tenantColumns = `t.id, t.name, t.first_party, t.created_at, t.guard`
 
 func scanTenant(row interface{ Scan(...any) error }) (*airlock.Tenant, error) {
 	var t airlock.Tenant
 	var created int64
-	if err := row.Scan(&t.ID, &t.Name, &t.FirstParty, &created); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.FirstParty, &created, &t.Guard); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = fromNanos(created)

@@ -138,6 +138,9 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 
 	std.out.Write([]byte(e.Stdout))
 	std.err.Write([]byte(e.Stderr))
+	for _, f := range e.Findings {
+		fmt.Fprintf(std.err, "airlock: guard: %s (%s) at %d:%d: %s\n", printableText(f.Rule), printableText(f.Severity), f.Line, f.Column, printableText(f.Message))
+	}
 	failed := false
 	if e.StdoutTruncated || e.StderrTruncated {
 		fmt.Fprintln(std.err, "airlock: output truncated")

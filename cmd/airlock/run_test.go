@@ -166,6 +166,10 @@ func newFakeServer(t *testing.T) *fakeServer {
 			e.DurationMS, e.ArtifactsTruncated = 4600, true
 		case "exit7":
 			e.ExitCode = 7
+		case "findings":
+			e.Stdout = "ran\n"
+			e.Findings = []airlock.GuardFinding{{Rule: "miner", Severity: "critical", Line: 2, Column: 5,
+				Excerpt: "xmrig", Message: "runs the miner \x1b[2Jxmrig"}}
 		case "failed":
 			e.Status, e.Error = airlock.StatusFailed, "sandbox\x1b[2J lost"
 		case "artifacts":
@@ -288,6 +292,12 @@ func TestRun(t *testing.T) {
 			"airlock: some artifacts were left out (over the limits)\n"
 		if errs != want || code != 3 {
 			t.Errorf("stderr %q exit %d; want %q exit 3", errs, code, want)
+		}
+	})
+	t.Run("guard findings", func(t *testing.T) {
+		out, errs, code := runCLI(t, runRun, "", append(base, prog("g.sh", "findings"))...)
+		if out != "ran\n" || code != 0 || errs != "airlock: guard: miner (critical) at 2:5: runs the miner ?[2Jxmrig\n" {
+			t.Errorf("got %q %q %d", out, errs, code)
 		}
 	})
 	t.Run("program exit code", func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
-  airlock tenant set NAME [--first-party[=false]] [--quota KEY=VALUE ...] [--state-dir DIR]
+  airlock tenant set NAME [--first-party[=false]] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
   airlock tenant usage [NAME] [--json] [--state-dir DIR]
 
@@ -26,6 +26,10 @@ on the server host, as the user that owns the state directory (root).
           the host's kernel) when a request asks for it. --first-party=false
           takes that back: the tenant's code runs only behind a separate
           kernel (gVisor, a microVM), which is every tenant's default.
+          --guard sets what the static check of code before it runs does:
+          off (nothing), warn (run and report the findings; the default)
+          or block (refuse code with a high or critical finding: 422
+          guard-blocked, nothing runs).
           --quota KEY=VALUE (repeatable) overrides one of airlockd's
           default quotas (airlockd --quota) for the tenant; VALUE
           "unlimited" lifts it, "default" drops the override. Keys:

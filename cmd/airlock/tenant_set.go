@@ -11,7 +11,8 @@ import (
 )
 
 // runTenantSet changes a tenant's policy: whether it is first-party
-// (which sets its isolation floor) and its quota overrides.
+// (which sets its isolation floor), its guard policy and its quota
+// overrides.
 func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant set", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
@@ -48,6 +49,15 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 		firstParty = &b
 		return nil
 	})
+	var guardPolicy *airlock.GuardPolicy
+	fs.Func("guard", "", func(v string) error {
+		p, err := airlock.ParseGuardPolicy(v)
+		if err != nil {
+			return fmt.Errorf("want off, warn or block")
+		}
+		guardPolicy = &p
+		return nil
+	})
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -55,8 +65,8 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if len(pos) != 1 {
 		return usageError(std.err, "tenant", 2, "set wants one NAME")
 	}
-	if firstParty == nil && len(quotas) == 0 {
-		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false] or --quota KEY=VALUE")
+	if firstParty == nil && guardPolicy == nil && len(quotas) == 0 {
+		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false], --guard off|warn|block or --quota KEY=VALUE")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -75,7 +85,16 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 			return err
 		}
 		t.FirstParty = *firstParty
-		fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s\n", printableText(t.Name), t.FirstParty, t.IsolationFloor())
+	}
+	if guardPolicy != nil {
+		if err := db.SetTenantGuard(ctx, t.ID, *guardPolicy); err != nil {
+			return err
+		}
+		t.Guard = *guardPolicy
+	}
+	if firstParty != nil || guardPolicy != nil {
+		fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s, guard %s\n",
+			printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective())
 	}
 	for _, c := range quotas {
 		if c.drop {

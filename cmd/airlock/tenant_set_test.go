@@ -64,3 +64,42 @@ func TestTenantSetFirstParty(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantSetGuard(t *testing.T) {
+	cliEnv(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	if _, errs, code := runCLI(t, runTenant, "", "create", "acme", "--state-dir", dir); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	policy := func() airlock.GuardPolicy {
+		t.Helper()
+		db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tn, err := db.TenantByName(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.Guard
+	}
+	if p := policy(); p != "" || p.Effective() != airlock.GuardWarn {
+		t.Fatalf("a new tenant's guard: %q (in force %s), want the default warn", p, p.Effective())
+	}
+	for _, p := range []airlock.GuardPolicy{airlock.GuardBlock, airlock.GuardOff, airlock.GuardWarn} {
+		out, errs, code := runCLI(t, runTenant, "", "set", "acme", "--guard", string(p), "--state-dir", dir)
+		if code != 0 || !strings.Contains(out, "guard "+string(p)) {
+			t.Fatalf("set --guard %s: %d %q %q", p, code, out, errs)
+		}
+		if got := policy(); got != p {
+			t.Errorf("after --guard %s the store has %q", p, got)
+		}
+	}
+	if _, errs, code := runCLI(t, runTenant, "", "set", "acme", "--guard", "strict", "--state-dir", dir); code != 2 || !strings.Contains(errs, "off, warn or block") {
+		t.Errorf("--guard strict: exit %d %q, want 2 and the policies", code, errs)
+	}
+	if got := policy(); got != airlock.GuardWarn {
+		t.Errorf("a refused --guard changed the policy to %q", got)
+	}
+}
