@@ -319,7 +319,8 @@ func shareImages(t *testing.T, src, dst string) {
 	}
 }
 
-// buildAirlockd builds cmd/airlockd of this module into dir.
+// buildAirlockd builds cmd/airlockd of this module into dir, with cgo as
+// scripts/setup.sh builds it (the guard's Python grammar is C).
 func buildAirlockd(t *testing.T, dir string) string {
 	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
@@ -333,7 +334,7 @@ func buildAirlockd(t *testing.T, dir string) string {
 	bin := filepath.Join(dir, "airlockd")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/airlockd")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build airlockd: %v\n%s", err, out)
 	}
