@@ -136,6 +136,9 @@ type Stats struct {
 	OOMKilled       bool
 	CPUTime         time.Duration
 	Pids            int64
+	// PidsLimitHits counts forks the host's process limit of the
+	// sandbox refused (the pids cgroup's max events).
+	PidsLimitHits int64
 }
 
 // Snapshotter is implemented by backends whose Capabilities report

@@ -351,3 +351,9 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+var _ airlock.Killer = (*Sandbox)(nil)
+
+// Kill ends every process of the sandbox (an abuse detector's response);
+// the workspace stays until Destroy.
+func (s *Sandbox) Kill(ctx context.Context) error { return s.kill(ctx) }

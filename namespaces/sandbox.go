@@ -368,3 +368,9 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ airlock.Killer = (*Sandbox)(nil)
+
+// Kill ends every process of the sandbox (an abuse detector's response);
+// the workspace stays until Destroy.
+func (s *Sandbox) Kill(ctx context.Context) error { return s.Stop(ctx) }

@@ -28,6 +28,7 @@ type Stats struct {
 	OOMKills        int64
 	CPUTime         time.Duration
 	Pids            int64
+	PidsLimitHits   int64 // forks refused at pids.max (pids.events)
 }
 
 // Manager manages cgroups of one version.

@@ -103,6 +103,7 @@ func (c v1) Stats(path string) (Stats, error) {
 		s.CPUTime = time.Duration(ns)
 	}
 	s.Pids, _ = readInt(filepath.Join(c.dir("pids", path), "pids.current"))
+	s.PidsLimitHits, _ = readKey(filepath.Join(c.dir("pids", path), "pids.events"), "max")
 	return s, nil
 }
 

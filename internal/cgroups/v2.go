@@ -68,6 +68,7 @@ func (c v2) Stats(path string) (Stats, error) {
 		s.CPUTime = time.Duration(us) * time.Microsecond
 	}
 	s.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
+	s.PidsLimitHits, _ = readKey(filepath.Join(dir, "pids.events"), "max")
 	return s, nil
 }
 
