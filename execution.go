@@ -94,9 +94,9 @@ type Execution struct {
 	EndedBy string `json:"ended_by,omitempty"`
 	// LimitsHit lists the limits the program reached, fatal or not
 	// (output past its cap, a full disk, a refused fork, ...).
-	LimitsHit []string `json:"limits_hit,omitempty"`
-	Error             string          `json:"error,omitempty"` // set when Status is failed
-	Artifacts         []Artifact      `json:"artifacts"`
+	LimitsHit []string   `json:"limits_hit,omitempty"`
+	Error     string     `json:"error,omitempty"` // set when Status is failed
+	Artifacts []Artifact `json:"artifacts"`
 	// ArtifactsTruncated is set when files were left out by the caps.
 	ArtifactsTruncated bool `json:"artifacts_truncated,omitempty"`
 	// StartSource says how the sandbox was obtained: StartPool,
