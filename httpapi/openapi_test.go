@@ -182,6 +182,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"ExecutionPage", airlock.ExecutionPage{}},
 		{"Problem", httpapi.Problem{}},
 		{"Health", httpapi.Health{}},
+		{"AbuseEvent", airlock.AbuseEvent{}},
+		{"AbuseEventPage", airlock.AbuseEventPage{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {

@@ -31,6 +31,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/sandbox/execute", (*Server).sandboxExecute, authBearer},
 	{http.MethodGet, "/v1/executions", (*Server).listExecutions, authBearer},
 	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},
+	{http.MethodGet, "/v1/events", (*Server).listEvents, authBearer},
 	// Signed URL (token query) or the owner's bearer key.
 	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
 

@@ -68,6 +68,7 @@ type options struct {
 	egress         egressOptions
 	api            apiOptions
 	e2b            e2bOptions
+	abuse          abuseOptions
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	o.egress.register(flag.CommandLine)
 	o.api.register(flag.CommandLine)
 	o.e2b.register(flag.CommandLine)
+	o.abuse.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -180,7 +182,16 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.noSnapshots {
 		snapshotDir = ""
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	monitor, err := startAbuse(o.abuse, store, registry, logger)
+	if err != nil {
+		return err
+	}
+	if monitor != nil {
+		defer monitor.Close()
+	}
+	eg, err := startEgress(o.egress, o.stateDir, store, egressStoreOf(monitor, store), logger)
 	if err != nil {
 		return err
 	}
@@ -193,8 +204,6 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			}
 		}()
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prov, err := provision.New(provision.Config{
 		Backends: append([]airlock.Backend{backend}, extra...),
 		Admission: provision.Admission{
@@ -213,14 +222,15 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			MaxAge:       o.poolMaxAge,
 			Disabled:     o.poolMax == 0,
 		},
-		Egress:  egressOf(eg),
-		Metrics: registry,
-		Logger:  logger,
+		Egress:      egressOf(eg),
+		Quarantines: store,
+		Metrics:     registry,
+		Logger:      logger,
 	})
 	if err != nil {
 		return err
 	}
-	runner, err := run.New(run.Config{Store: store, Metrics: registry, Logger: logger})
+	runner, err := run.New(run.Config{Store: store, Metrics: registry, Watchdog: watchdogOf(monitor), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -305,6 +315,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:        store,
+		Events:       store,
 		Blobs:        blobs,
 		Executor:     mgr,
 		Ready:        readiness(images),
