@@ -14,6 +14,8 @@ const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
   airlock tenant set NAME --first-party[=false] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
+  airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
+  airlock tenant unquarantine NAME [--state-dir DIR]
 
 Administers the tenants in this node's store, <state-dir>/airlock.db; run it
 on the server host, as the user that owns the state directory (root).
@@ -26,6 +28,10 @@ on the server host, as the user that owns the state directory (root).
           takes that back: the tenant's code runs only behind a separate
           kernel (gVisor, a microVM), which is every tenant's default.
   ls      lists the tenants, oldest first
+  quarantine    refuses the tenant new runs and sessions (403
+          tenant-quarantined); the abuse monitor does it itself with
+          airlockd --abuse-response quarantine ('airlock events' says why)
+  unquarantine  lifts a quarantine
 
 flags:
   --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
@@ -49,6 +55,10 @@ func runTenant(ctx context.Context, args []string, std stdio) error {
 		return runTenantList(ctx, args[1:], std)
 	case "set":
 		return runTenantSet(ctx, args[1:], std)
+	case "quarantine":
+		return runTenantQuarantine(ctx, args[1:], std, true)
+	case "unquarantine":
+		return runTenantQuarantine(ctx, args[1:], std, false)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, tenantUsage)
 		return nil
