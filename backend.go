@@ -139,6 +139,9 @@ type Stats struct {
 	// PidsLimitHits counts forks the host's process limit of the
 	// sandbox refused (the pids cgroup's max events).
 	PidsLimitHits int64
+	// CPUWait is how long the sandbox's live host threads waited for a
+	// CPU (on a busy host a program gets less than its quota).
+	CPUWait time.Duration
 }
 
 // Snapshotter is implemented by backends whose Capabilities report

@@ -16,6 +16,7 @@ type sample struct {
 	cpu  time.Duration
 	pids int64
 	hits int64 // forks refused at the limit, so far
+	wait time.Duration
 }
 
 // watched is what the detectors keep about one sandbox.
@@ -67,8 +68,9 @@ func (x *watched) at(t time.Time) (sample, bool) {
 	return x.samples[i-1], true
 }
 
-// mining: over the last Window the sandbox used at least CPUFraction of
-// its CPU quota, and printed nothing in it.
+// mining: over the last Window the sandbox's demand for CPU (what it
+// used, plus what its threads waited for on a busy host) was at least
+// CPUFraction of its CPU quota, and it printed nothing.
 func (x *watched) mining(now time.Time, c Mining) *finding {
 	if len(x.samples) < 2 || x.w.Limits.CPUs <= 0 {
 		return nil
@@ -82,7 +84,9 @@ func (x *watched) mining(now time.Time, c Mining) *finding {
 	if elapsed < c.Window*9/10 {
 		return nil
 	}
-	frac := (last.cpu - first.cpu).Seconds() / (elapsed.Seconds() * x.w.Limits.CPUs)
+	// What it used, and what it waited for on a busy host: the demand.
+	used := last.cpu - first.cpu
+	frac := (used + max(last.wait-first.wait, 0)).Seconds() / (elapsed.Seconds() * x.w.Limits.CPUs)
 	if frac < c.CPUFraction {
 		return nil
 	}
@@ -92,7 +96,8 @@ func (x *watched) mining(now time.Time, c Mining) *finding {
 			frac*100, x.w.Limits.CPUs, elapsed.Seconds()),
 		evidence: map[string]any{
 			"rule": "cpu-without-output", "cpu_fraction": round(frac), "threshold": c.CPUFraction,
-			"window_s": round(elapsed.Seconds()), "vcpus": x.w.Limits.CPUs, "cpu_s": round((last.cpu - first.cpu).Seconds()),
+			"window_s": round(elapsed.Seconds()), "vcpus": x.w.Limits.CPUs, "cpu_s": round(used.Seconds()),
+			"cpu_wait_s": round(max(last.wait-first.wait, 0).Seconds()),
 		},
 	}
 }

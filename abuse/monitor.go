@@ -101,7 +101,7 @@ func (m *Monitor) Watch(w airlock.Watched) func() {
 			m.owners["e:"+w.ExecutionID] = x
 		}
 		if st, err := w.Sandbox.Stats(context.Background()); err == nil {
-			x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits})
+			x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: st.CPUWait})
 		}
 	}
 	x.refs++
@@ -193,7 +193,7 @@ func (m *Monitor) sampleAll() {
 		}
 		now := m.cfg.Now()
 		m.mu.Lock()
-		x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits})
+		x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: st.CPUWait})
 		var f *finding
 		if !m.off[airlock.DetectorMining] {
 			f = x.mining(now, m.cfg.Mining)

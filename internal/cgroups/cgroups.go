@@ -29,6 +29,10 @@ type Stats struct {
 	CPUTime         time.Duration
 	Pids            int64
 	PidsLimitHits   int64 // forks refused at pids.max (pids.events)
+	// CPUWait is the time the cgroup's live threads have waited on a run
+	// queue for a CPU (their schedstat): with CPUTime, what they would
+	// have used on an idle host.
+	CPUWait time.Duration
 }
 
 // Manager manages cgroups of one version.
@@ -102,6 +106,28 @@ func readKey(path, key string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("cgroups: %s has no %s", path, key)
+}
+
+// waitOf sums the run-queue wait of the threads a cgroup's threads file
+// lists (/proc/<tid>/schedstat: run, wait, slices in nanoseconds).
+func waitOf(threadsFile string) time.Duration {
+	b, err := os.ReadFile(threadsFile)
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for _, f := range strings.Fields(string(b)) {
+		s, err := os.ReadFile("/proc/" + f + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if parts := strings.Fields(string(s)); len(parts) >= 2 {
+			if n, err := strconv.ParseInt(parts[1], 10, 64); err == nil {
+				sum += n
+			}
+		}
+	}
+	return time.Duration(sum)
 }
 
 func killProcs(procsFile string) error {

@@ -104,6 +104,7 @@ func (c v1) Stats(path string) (Stats, error) {
 	}
 	s.Pids, _ = readInt(filepath.Join(c.dir("pids", path), "pids.current"))
 	s.PidsLimitHits, _ = readKey(filepath.Join(c.dir("pids", path), "pids.events"), "max")
+	s.CPUWait = waitOf(filepath.Join(c.dir("cpu", path), "tasks"))
 	return s, nil
 }
 

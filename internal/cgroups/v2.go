@@ -69,6 +69,7 @@ func (c v2) Stats(path string) (Stats, error) {
 	}
 	s.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
 	s.PidsLimitHits, _ = readKey(filepath.Join(dir, "pids.events"), "max")
+	s.CPUWait = waitOf(filepath.Join(dir, "cgroup.threads"))
 	return s, nil
 }
 

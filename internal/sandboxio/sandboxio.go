@@ -55,5 +55,6 @@ func Stats(st cgroups.Stats) airlock.Stats {
 		CPUTime:         st.CPUTime,
 		Pids:            st.Pids,
 		PidsLimitHits:   st.PidsLimitHits,
+		CPUWait:         st.CPUWait,
 	}
 }

@@ -1,0 +1,248 @@
+package abuse_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/abuse"
+	"github.com/airlockhq/airlock/egress"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/testnet"
+	"github.com/airlockhq/airlock/internal/teststack"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// decisionBound is the reference design's bound on an abuse decision.
+const decisionBound = 60 * time.Second
+
+// node is a stack whose runs and sessions the monitor watches, with an
+// egress service whose log the monitor reads and a little internet of
+// the test's own.
+type node struct {
+	st    *teststack.Stack
+	store *sqlite.DB
+	mon   *abuse.Monitor
+	inet  *testnet.Internet
+	svc   *egress.Service
+}
+
+func newNode(t *testing.T, cfg abuse.Config) *node {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testreq.Skip(t, "skipped: needs root (sandboxes, network namespaces and nftables)")
+	}
+	ctx := context.Background()
+	inet := testnet.New(t)
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Store, cfg.Logger = store, logger
+	mon, err := abuse.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mon.Close)
+	var r [2]byte
+	rand.Read(r[:])
+	svc, err := egress.New(egress.Config{
+		Store:       mon.EgressStore(store),
+		Prefix:      "a" + hex.EncodeToString(r[:]),
+		Subnet:      netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 160 + r[0]%30, r[1] &^ 3, 0}), 22),
+		Upstreams:   []string{inet.Upstream()},
+		Permit:      []netip.Prefix{inet.Prefix},
+		PeekTimeout: time.Second,
+		Logger:      logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			t.Errorf("close egress: %v", err)
+		}
+		if err := svc.CheckClean(); err != nil {
+			t.Error(err)
+		}
+	})
+	st := teststack.New(t, teststack.Options{
+		Store: store, Egress: svc, EgressLog: store, NoServer: true,
+		Watchdog: mon, Quarantines: store, MaxTimeout: 2 * time.Minute,
+		NetworkAllow: func(*airlock.Tenant) []string { return []string{"api.test"} },
+	})
+	return &node{st: st, store: store, mon: mon, inet: inet, svc: svc}
+}
+
+func (n *node) tenant(t *testing.T, name string) *airlock.Tenant {
+	t.Helper()
+	tn := &airlock.Tenant{Name: name}
+	if err := n.store.CreateTenant(context.Background(), tn); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+// event waits for the tenant's abuse event (up to the bound) and returns
+// it with the time from start.
+func (n *node) event(t *testing.T, tn *airlock.Tenant, start time.Time) (*airlock.AbuseEvent, time.Duration) {
+	t.Helper()
+	var ev *airlock.AbuseEvent
+	testreq.Poll(decisionBound+10*time.Second-time.Since(start), func() bool {
+		evs, err := n.store.ListAbuseEvents(context.Background(), airlock.AbuseEventFilter{TenantID: tn.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 0 {
+			ev = evs[len(evs)-1]
+		}
+		return ev != nil
+	})
+	if ev == nil {
+		t.Fatalf("no abuse event for tenant %s within %v", tn.Name, time.Since(start))
+	}
+	return ev, ev.Time.Sub(start)
+}
+
+// behaviour is one program run in a sandbox and what the monitor must
+// make of it.
+type behaviour struct {
+	name     string
+	code     string // Python
+	network  bool
+	detector string // "" for the legitimate one
+}
+
+// The behaviours of the issue, each in a real gVisor sandbox under the
+// default detector thresholds: each abusive one is detected, its sandbox
+// killed within the bound and its event recorded, its run ends by
+// abuse:<detector> and its tenant is quarantined; the legitimate
+// CPU-heavy job that prints its progress, run in the same window as the
+// spinner, is not flagged.
+func TestBehavioursInSandboxes(t *testing.T) {
+	n := newNode(t, abuse.Config{Response: abuse.ResponseQuarantine})
+	addr := n.inet.Addr()
+	cases := []behaviour{
+		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
+		{name: "legitimate-cpu-job", code: `
+import time, hashlib
+end = time.time() + 25
+i = 0
+while time.time() < end:
+    h = b"x"
+    for _ in range(20000):
+        h = hashlib.sha256(h).digest()
+    i += 1
+    if i % 10 == 0:
+        print("progress", i, flush=True)
+print("done")
+`},
+		{name: "fork-bomb", code: `
+import os, time
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+    except OSError:
+        time.sleep(0.01)
+`, detector: airlock.DetectorForkBomb},
+		{name: "port-scan", network: true, code: fmt.Sprintf(`
+import socket, time
+port = 1
+while True:
+    try:
+        socket.create_connection(("%s", port), timeout=1).close()
+    except OSError:
+        pass
+    port = port %% 60000 + 1
+`, addr), detector: airlock.DetectorScanning},
+		{name: "pool-dns", network: true, code: `
+import socket, time
+while True:
+    try:
+        socket.getaddrinfo("pool.supportxmr.com", 3333)
+    except OSError:
+        pass
+    time.sleep(1)
+`, detector: airlock.DetectorMining},
+	}
+	// The spinner and the legitimate job run at once; the others after.
+	runCase := func(t *testing.T, c behaviour) {
+		ctx := context.Background()
+		tn := n.tenant(t, c.name)
+		start := time.Now()
+		e, err := n.st.Manager.Execute(ctx, tn, "", airlock.ExecuteRequest{Language: airlock.Python, Image: "base",
+			Code: c.code, AllowNetwork: c.network, TimeoutSec: 90})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("execute: %v", err)
+		}
+		evs, err := n.store.ListAbuseEvents(ctx, airlock.AbuseEventFilter{TenantID: tn.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.detector == "" {
+			if len(evs) != 0 || e.EndedBy != "" || e.ExitCode != 0 || !strings.Contains(e.Stdout, "done") {
+				t.Fatalf("the legitimate job: exit %d, ended_by %q, events %+v, stdout %q", e.ExitCode, e.EndedBy, evs, tail(e.Stdout))
+			}
+			t.Logf("%s: ran %v unflagged (%d lines of progress)", c.name, took.Round(time.Millisecond), strings.Count(e.Stdout, "\n"))
+			return
+		}
+		ev, decided := n.event(t, tn, start)
+		t.Logf("%s: %s detected after %v (run ended after %v): %s %v", c.name, ev.Detector, decided.Round(time.Millisecond),
+			took.Round(time.Millisecond), ev.Summary, ev.Evidence)
+		if ev.Detector != c.detector || ev.ExecutionID != e.ID || ev.Action != airlock.ActionQuarantined {
+			t.Errorf("event %+v", ev)
+		}
+		if decided > decisionBound || took > decisionBound+10*time.Second {
+			t.Errorf("decided after %v, run ended after %v: the bound is %v", decided, took, decisionBound)
+		}
+		rec, err := n.store.Execution(ctx, tn.ID, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.EndedBy != airlock.AbuseReason(c.detector) || rec.ExitCode != 137 || e.EndedBy != rec.EndedBy {
+			t.Errorf("the record: ended_by %q (result %q), exit %d, limits %v", rec.EndedBy, e.EndedBy, rec.ExitCode, rec.LimitsHit)
+		}
+		_, err = n.st.Manager.Execute(ctx, tn, "", airlock.ExecuteRequest{Language: airlock.Bash, Code: "echo hi"})
+		var ae *airlock.Error
+		if !errorAs(err, &ae) || ae.Type != airlock.ProblemTenantQuarantined || airlock.ErrorCode(err) != airlock.EFORBIDDEN {
+			t.Errorf("a run of the quarantined tenant: %v", err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range cases[:min(2, len(cases))] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(c.name, func(t *testing.T) { runCase(t, c) })
+		}()
+	}
+	wg.Wait()
+	for _, c := range cases[min(2, len(cases)):] {
+		t.Run(c.name, func(t *testing.T) { runCase(t, c) })
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 300 {
+		return "..." + s[len(s)-300:]
+	}
+	return s
+}
