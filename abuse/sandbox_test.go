@@ -246,3 +246,42 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// A session whose sandbox a detector kills ends with the reason
+// abuse:<detector>, and the exec that was running says so too.
+func TestSessionEndsByAbuse(t *testing.T) {
+	n := newNode(t, abuse.Config{})
+	ctx := context.Background()
+	tn := n.tenant(t, "sessions")
+	s, _, err := n.st.Sessions.CreateSession(ctx, tn, airlock.CreateSessionRequest{Image: "base",
+		Network: &airlock.NetworkPolicy{Mode: airlock.NetworkAllowList, Allow: []string{"api.test"}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e, err := n.st.Sessions.Exec(ctx, tn, s.ID, airlock.SessionExecRequest{TimeoutSec: 90,
+		Cmd: []string{"python3", "-c", "import socket, time\nwhile True:\n    try: socket.getaddrinfo('eu.moneroocean.stream', 10128)\n    except OSError: pass\n    time.sleep(1)\n"}}, nil)
+	t.Logf("the exec: %v (err %v)", e, err)
+	ev, decided := n.event(t, tn, start)
+	if ev.Detector != airlock.DetectorMining || ev.SessionID != s.ID || ev.Action != airlock.ActionKilled {
+		t.Errorf("event %+v", ev)
+	}
+	var got *airlock.Session
+	if !testreq.Poll(30*time.Second, func() bool {
+		got, err = n.st.Sessions.Session(ctx, tn, s.ID)
+		return err == nil && !got.State.Live()
+	}) {
+		t.Fatalf("the session did not end: %+v %v", got, err)
+	}
+	t.Logf("session ended %v after the exec began: %s (%s); detected after %v", time.Since(start).Round(time.Millisecond), got.EndReason, got.EndDetail, decided.Round(time.Millisecond))
+	if got.EndReason != "abuse:mining" || decided > decisionBound {
+		t.Errorf("session end reason %q, decided after %v", got.EndReason, decided)
+	}
+	recs, err := n.store.ListExecutions(ctx, airlock.ExecutionFilter{TenantID: tn.ID})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("executions %v %v", recs, err)
+	}
+	if recs[0].EndedBy != "abuse:mining" {
+		t.Errorf("the exec's record: ended_by %q, status %s, error %q", recs[0].EndedBy, recs[0].Status, recs[0].Error)
+	}
+}
