@@ -139,6 +139,10 @@ type Stats struct {
 	// PidsLimitHits counts forks the host's process limit of the
 	// sandbox refused (the pids cgroup's max events).
 	PidsLimitHits int64
+	// MemoryLimitHits counts the times the sandbox's memory reached its
+	// limit on the host (the kernel then reclaimed, or gVisor's kernel
+	// killed a process inside, or the OOM killer ended the sandbox).
+	MemoryLimitHits int64
 	// CPUWait is how long the sandbox's live host threads waited for a
 	// CPU (on a busy host a program gets less than its quota).
 	CPUWait time.Duration

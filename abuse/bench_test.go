@@ -30,9 +30,12 @@ func TestBenchDetection(t *testing.T) {
 	addr := n.inet.Addr().String()
 	behaviours := []behaviour{
 		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
-		{name: "fork-bomb", code: "import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(600); os._exit(0)\n    except OSError:\n        time.sleep(0.01)\n", detector: airlock.DetectorForkBomb},
+		{name: "fork-bomb", code: forkBomb, detector: airlock.DetectorForkBomb},
 		{name: "port-scan", network: true, code: "import socket\nport = 1\nwhile True:\n    try: socket.create_connection(('" + addr + "', port), timeout=1).close()\n    except OSError: pass\n    port += 1\n", detector: airlock.DetectorScanning},
 		{name: "pool-dns", network: true, code: "import socket, time\nwhile True:\n    try: socket.getaddrinfo('pool.supportxmr.com', 3333)\n    except OSError: pass\n    time.sleep(1)\n", detector: airlock.DetectorMining},
+	}
+	if only := os.Getenv("AIRLOCK_BENCH_ONLY"); only != "" {
+		behaviours = slices.DeleteFunc(behaviours, func(b behaviour) bool { return b.name != only })
 	}
 	for _, b := range behaviours {
 		var times []time.Duration

@@ -152,16 +152,12 @@ while time.time() < end:
         print("progress", i, flush=True)
 print("done")
 `},
-		{name: "fork-bomb", code: `
-import os, time
-while True:
-    try:
-        if os.fork() == 0:
-            time.sleep(600)
-            os._exit(0)
-    except OSError:
-        time.sleep(0.01)
-`, detector: airlock.DetectorForkBomb},
+		// Children that exec a small program: the process limit, not
+		// memory, is what this one runs into (a Python child each,
+		// copies of the interpreter, can use up the sandbox's memory
+		// first; then the memory limit ends it, ended_by memory, often
+		// before the detector's next sample).
+		{name: "fork-bomb", code: forkBomb, detector: airlock.DetectorForkBomb},
 		{name: "port-scan", network: true, code: fmt.Sprintf(`
 import socket, time
 port = 1
@@ -239,6 +235,17 @@ while True:
 		t.Run(c.name, func(t *testing.T) { runCase(t, c) })
 	}
 }
+
+// forkBomb forks for ever, each child a sleep.
+const forkBomb = `
+import os, time
+while True:
+    try:
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "600"])
+    except OSError:
+        time.sleep(0.01)
+`
 
 func tail(s string) string {
 	if len(s) > 300 {

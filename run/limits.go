@@ -14,7 +14,9 @@ import (
 //   - wall_time: the agent or the host killed the program at its
 //     timeout;
 //   - memory: the sandbox's memory cgroup OOM-killed it (the host's
-//     count of OOM kills);
+//     count of OOM kills); reached (LimitsHit) also when the host cgroup
+//     counted its usage at the limit during the run (gVisor's kernel
+//     then kills a process inside rather than the sandbox dying);
 //   - processes: the host's pids cgroup refused forks during the run
 //     (its max events went up);
 //   - disk: the workspace's file system (a loop disk of its own, sized
@@ -56,7 +58,7 @@ func (r *Runner) classify(e *airlock.Execution, sb airlock.Sandbox, before, afte
 	if e.TimedOut {
 		hit = append(hit, airlock.LimitWallTime)
 	}
-	if e.OOMKilled {
+	if e.OOMKilled || afterErr == nil && after.MemoryLimitHits > before.MemoryLimitHits {
 		hit = append(hit, airlock.LimitMemory)
 	}
 	if afterErr == nil && after.PidsLimitHits > before.PidsLimitHits {

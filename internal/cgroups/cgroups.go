@@ -29,6 +29,7 @@ type Stats struct {
 	CPUTime         time.Duration
 	Pids            int64
 	PidsLimitHits   int64 // forks refused at pids.max (pids.events)
+	MemoryLimitHits int64 // times usage hit the memory limit (v1 failcnt, v2 memory.events max)
 	// CPUWait is the time the cgroup's live threads have waited on a run
 	// queue for a CPU (their schedstat): with CPUTime, what they would
 	// have used on an idle host.

@@ -99,6 +99,7 @@ func (c v1) Stats(path string) (Stats, error) {
 	}
 	s.PeakMemoryBytes, _ = readInt(filepath.Join(mem, "memory.max_usage_in_bytes"))
 	s.OOMKills, _ = readKey(filepath.Join(mem, "memory.oom_control"), "oom_kill")
+	s.MemoryLimitHits, _ = readInt(filepath.Join(mem, "memory.failcnt"))
 	if ns, err := readInt(filepath.Join(c.dir("cpuacct", path), "cpuacct.usage")); err == nil {
 		s.CPUTime = time.Duration(ns)
 	}

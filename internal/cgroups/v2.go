@@ -64,6 +64,7 @@ func (c v2) Stats(path string) (Stats, error) {
 	}
 	s.PeakMemoryBytes, _ = readInt(filepath.Join(dir, "memory.peak"))
 	s.OOMKills, _ = readKey(filepath.Join(dir, "memory.events"), "oom_kill")
+	s.MemoryLimitHits, _ = readKey(filepath.Join(dir, "memory.events"), "max")
 	if us, err := readKey(filepath.Join(dir, "cpu.stat"), "usage_usec"); err == nil {
 		s.CPUTime = time.Duration(us) * time.Microsecond
 	}

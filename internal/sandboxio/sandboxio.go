@@ -55,6 +55,7 @@ func Stats(st cgroups.Stats) airlock.Stats {
 		CPUTime:         st.CPUTime,
 		Pids:            st.Pids,
 		PidsLimitHits:   st.PidsLimitHits,
+		MemoryLimitHits: st.MemoryLimitHits,
 		CPUWait:         st.CPUWait,
 	}
 }
