@@ -85,8 +85,11 @@ func (x *watched) mining(now time.Time, c Mining) *finding {
 		return nil
 	}
 	// What it used, and what it waited for on a busy host: the demand.
+	// (A sandbox cannot be owed more than its quota: the demand is
+	// capped there.)
 	used := last.cpu - first.cpu
-	frac := (used + max(last.wait-first.wait, 0)).Seconds() / (elapsed.Seconds() * x.w.Limits.CPUs)
+	quota := elapsed.Seconds() * x.w.Limits.CPUs
+	frac := min((used+max(last.wait-first.wait, 0)).Seconds(), quota) / quota
 	if frac < c.CPUFraction {
 		return nil
 	}

@@ -133,12 +133,14 @@ type behaviour struct {
 // killed within the bound and its event recorded, its run ends by
 // abuse:<detector> and its tenant is quarantined; the legitimate
 // CPU-heavy job that prints its progress, run in the same window as the
-// spinner, is not flagged.
+// spinner, is not flagged, and neither is a program that prints nothing
+// while it sleeps.
 func TestBehavioursInSandboxes(t *testing.T) {
 	n := newNode(t, abuse.Config{Response: abuse.ResponseQuarantine})
 	addr := n.inet.Addr()
 	cases := []behaviour{
 		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
+		{name: "quiet-sleeper", code: "import time\ntime.sleep(22)\nprint('done')\n"},
 		{name: "legitimate-cpu-job", code: `
 import time, hashlib
 end = time.time() + 25
@@ -178,7 +180,8 @@ while True:
     time.sleep(1)
 `, detector: airlock.DetectorMining},
 	}
-	// The spinner and the legitimate job run at once; the others after.
+	// The spinner, the sleeper and the legitimate job run at once; the
+	// others after.
 	runCase := func(t *testing.T, c behaviour) {
 		ctx := context.Background()
 		tn := n.tenant(t, c.name)
@@ -195,7 +198,7 @@ while True:
 		}
 		if c.detector == "" {
 			if len(evs) != 0 || e.EndedBy != "" || e.ExitCode != 0 || !strings.Contains(e.Stdout, "done") {
-				t.Fatalf("the legitimate job: exit %d, ended_by %q, events %+v, stdout %q", e.ExitCode, e.EndedBy, evs, tail(e.Stdout))
+				t.Fatalf("%s: exit %d, ended_by %q, events %+v, stdout %q", c.name, e.ExitCode, e.EndedBy, evs, tail(e.Stdout))
 			}
 			t.Logf("%s: ran %v unflagged (%d lines of progress)", c.name, took.Round(time.Millisecond), strings.Count(e.Stdout, "\n"))
 			return
@@ -223,7 +226,7 @@ while True:
 		}
 	}
 	var wg sync.WaitGroup
-	for _, c := range cases[:min(2, len(cases))] {
+	for _, c := range cases[:3] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -231,7 +234,7 @@ while True:
 		}()
 	}
 	wg.Wait()
-	for _, c := range cases[min(2, len(cases)):] {
+	for _, c := range cases[3:] {
 		t.Run(c.name, func(t *testing.T) { runCase(t, c) })
 	}
 }
