@@ -31,6 +31,7 @@ func TestBenchDetection(t *testing.T) {
 	behaviours := []behaviour{
 		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
 		{name: "fork-bomb", code: forkBomb, detector: airlock.DetectorForkBomb},
+		{name: "dns-tunnel", network: true, code: dnsTunnel, detector: airlock.DetectorDNSTunnel},
 		{name: "port-scan", network: true, code: "import socket\nport = 1\nwhile True:\n    try: socket.create_connection(('" + addr + "', port), timeout=1).close()\n    except OSError: pass\n    port += 1\n", detector: airlock.DetectorScanning},
 		{name: "pool-dns", network: true, code: "import socket, time\nwhile True:\n    try: socket.getaddrinfo('pool.supportxmr.com', 3333)\n    except OSError: pass\n    time.sleep(1)\n", detector: airlock.DetectorMining},
 	}

