@@ -58,8 +58,8 @@ func (x *watched) add(s sample) {
 	}
 }
 
-// since returns the newest sample taken at or before t, and whether
-// there is one.
+// at returns the newest sample taken at or before t, and whether there
+// is one.
 func (x *watched) at(t time.Time) (sample, bool) {
 	i := sort.Search(len(x.samples), func(i int) bool { return x.samples[i].at.After(t) })
 	if i == 0 {

@@ -24,9 +24,10 @@ type Monitor struct {
 	owners  map[string]*watched // by "s:"+session ID and "e:"+execution ID
 	killed  map[string]killMark // by sandbox ID
 
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	stop       chan struct{}
+	once       sync.Once
+	wg         sync.WaitGroup
+	responding sync.WaitGroup // responses under way
 }
 
 var _ airlock.Watchdog = (*Monitor)(nil)
@@ -73,10 +74,11 @@ func New(cfg Config) (*Monitor, error) {
 	return m, nil
 }
 
-// Close stops the sampling loop.
+// Close stops the sampling loop and waits for the responses under way.
 func (m *Monitor) Close() {
 	m.once.Do(func() { close(m.stop) })
 	m.wg.Wait()
+	m.responding.Wait()
 }
 
 // Watch starts watching a sandbox; the returned func stops it. Watching
@@ -87,6 +89,7 @@ func (m *Monitor) Watch(w airlock.Watched) func() {
 		return func() {}
 	}
 	id := w.Sandbox.ID()
+	st, stErr := w.Sandbox.Stats(context.Background()) // the first sample, read outside the lock
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,7 +103,7 @@ func (m *Monitor) Watch(w airlock.Watched) func() {
 		if w.ExecutionID != "" {
 			m.owners["e:"+w.ExecutionID] = x
 		}
-		if st, err := w.Sandbox.Stats(context.Background()); err == nil {
+		if stErr == nil {
 			x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: st.CPUWait})
 		}
 	}
@@ -201,10 +204,10 @@ func (m *Monitor) sampleAll() {
 		if f == nil && !m.off[airlock.DetectorForkBomb] {
 			f = x.forkBomb(now, m.cfg.ForkBomb)
 		}
-		m.mu.Unlock()
 		if f != nil {
-			m.act(x, f)
+			m.fire(x, f)
 		}
+		m.mu.Unlock()
 	}
 }
 
@@ -233,34 +236,40 @@ func (m *Monitor) observe(ev *airlock.EgressEvent) {
 	if f == nil && !m.off[airlock.DetectorDNSTunnel] {
 		f = x.dnsTunnel(ev, at, m.cfg.DNSTunnel)
 	}
-	m.mu.Unlock()
 	if f != nil {
-		m.act(x, f)
+		m.fire(x, f)
 	}
+	m.mu.Unlock()
 }
 
-// act responds to a finding once per sandbox: the kill (marked first, so
-// the run and the session that notice it know why), the quarantine, the
-// event and the counter.
-func (m *Monitor) act(x *watched, f *finding) {
-	m.mu.Lock()
+// fire decides on a finding, once per sandbox (m.mu held): the kill is
+// marked at once, so the run and the session that notice the sandbox
+// die know why, and the response runs off the sampling loop and the
+// audit log's writer.
+func (m *Monitor) fire(x *watched, f *finding) {
 	if x.fired {
-		m.mu.Unlock()
 		return
 	}
 	x.fired = true
-	id := x.w.Sandbox.ID()
 	action := airlock.ActionRecorded
 	if m.cfg.Response != ResponseRecord {
-		m.killed[id] = killMark{reason: airlock.AbuseReason(f.detector)}
+		m.killed[x.w.Sandbox.ID()] = killMark{reason: airlock.AbuseReason(f.detector)}
 		action = airlock.ActionKilled
 		if m.cfg.Response == ResponseQuarantine {
 			action = airlock.ActionQuarantined
 		}
 	}
-	started := x.started
-	m.mu.Unlock()
+	m.responding.Add(1)
+	go func() {
+		defer m.responding.Done()
+		m.respond(x, f, action, x.started)
+	}()
+}
 
+// respond carries out a decision: the kill, the event, the quarantine
+// and the counter.
+func (m *Monitor) respond(x *watched, f *finding, action string, started time.Time) {
+	id := x.w.Sandbox.ID()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if action != airlock.ActionRecorded {

@@ -220,6 +220,7 @@ func TestDetectors(t *testing.T) {
 					f.m.Sample()
 				}
 			}
+			f.m.Settle()
 			evs := f.events(t)
 			if c.detector == "" {
 				if len(evs) != 0 || sb.wasKilled() || f.m.KilledBy(sb.ID()) != "" {
@@ -280,6 +281,7 @@ func TestResponses(t *testing.T) {
 			other := *pool
 			other.TenantID, other.ExecutionID = "someone-else", "ex-1"
 			tap.RecordEgress(context.Background(), []*airlock.EgressEvent{&other})
+			f.m.Settle()
 			evs := f.events(t)
 			if len(evs) != c.events {
 				t.Fatalf("%d events, want %d", len(evs), c.events)
