@@ -14,8 +14,8 @@ const (
 	LimitProcesses   = "processes"    // a fork was refused at the process limit
 	LimitDisk        = "disk"         // the workspace's disk filled up
 	LimitOutput      = "output"       // output past the cap was dropped
-	LimitEgressBytes = "egress_bytes" // the network byte budget was used up; connections were cut
-	LimitCPUSeconds  = "cpu_seconds"  // reserved: there is no CPU-seconds budget besides wall time x vCPUs (see README)
+	LimitEgressBytes = "egress_bytes" // the network byte budget is used up; connections were cut
+	LimitCPUSeconds  = "cpu_seconds"  // reserved: no CPU-seconds budget exists besides wall time x vCPUs (see README)
 )
 
 // AbusePrefix starts the EndedBy of a run, and the EndReason of a

@@ -416,6 +416,17 @@ func (s *networked) Destroy(ctx context.Context) error {
 	return errors.Join(err, s.net.Close(context.WithoutCancel(ctx)))
 }
 
+// NetworkOverQuota reports whether a networked sandbox has used its
+// egress byte budget (its connections were cut, new ones are refused).
+func NetworkOverQuota(sb Sandbox) bool {
+	if n, ok := sb.(NetworkedSandbox); ok {
+		if q, ok := n.Network().(interface{ OverQuota() bool }); ok {
+			return q.OverQuota()
+		}
+	}
+	return false
+}
+
 // NetworkAttempts returns the attempts of a networked sandbox so far, or 0
 // for a sandbox without a network.
 func NetworkAttempts(ctx context.Context, sb Sandbox) int64 {

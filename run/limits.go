@@ -21,6 +21,8 @@ import (
 //     (its max events went up);
 //   - disk: the workspace's file system (a loop disk of its own, sized
 //     to the limit) has next to no room left after the run;
+//   - egress_bytes: the sandbox's network has used its byte budget (the
+//     proxy cut its connections);
 //   - output: a stream passed its cap and the rest was dropped.
 //
 // EndedBy is the first of abuse, wall_time and memory that holds; the
@@ -66,6 +68,9 @@ func (r *Runner) classify(e *airlock.Execution, sb airlock.Sandbox, before, afte
 	}
 	if diskFull(sb.WorkspaceDir()) {
 		hit = append(hit, airlock.LimitDisk)
+	}
+	if airlock.NetworkOverQuota(sb) {
+		hit = append(hit, airlock.LimitEgressBytes)
 	}
 	if e.StdoutTruncated || e.StderrTruncated {
 		hit = append(hit, airlock.LimitOutput)
