@@ -347,3 +347,29 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The operator's pool list extends (or replaces) the built-in one.
+func TestOperatorPools(t *testing.T) {
+	for _, c := range []struct {
+		cfg  abuse.Mining
+		name string
+		want bool
+	}{
+		{abuse.Mining{Pools: []string{"pool.example"}}, "eu.pool.example", true},
+		{abuse.Mining{Pools: []string{"pool.example"}}, "supportxmr.com", true},
+		{abuse.Mining{Pools: []string{"pool.example"}, NoBuiltinPools: true}, "supportxmr.com", false},
+		{abuse.Mining{Pools: []string{"POOL.Example."}, NoBuiltinPools: true}, "a.b.pool.example.", true},
+		{abuse.Mining{Pools: []string{"pool.example"}}, "mypool.example", false},
+	} {
+		f := newFixture(t, abuse.Config{Mining: c.cfg})
+		sb := newFake("sb-p")
+		stop := f.m.Watch(airlock.Watched{Sandbox: sb, TenantID: f.tenant.ID, SessionID: "s", Limits: airlock.DefaultLimits})
+		f.m.EgressStore(f.store).RecordEgress(context.Background(), []*airlock.EgressEvent{{TenantID: f.tenant.ID, SessionID: "s",
+			Kind: airlock.EgressDNS, Name: c.name, Verdict: airlock.VerdictDenied}})
+		f.m.Settle()
+		stop()
+		if got := len(f.events(t)) == 1; got != c.want {
+			t.Errorf("pools %v (no built-in %v), %s: flagged %v, want %v", c.cfg.Pools, c.cfg.NoBuiltinPools, c.name, got, c.want)
+		}
+	}
+}

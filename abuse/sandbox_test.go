@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/abuse"
 	"github.com/airlockhq/airlock/egress"
+	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testnet"
 	"github.com/airlockhq/airlock/internal/teststack"
@@ -82,6 +83,7 @@ func newNode(t *testing.T, cfg abuse.Config) *node {
 		}
 	})
 	st := teststack.New(t, teststack.Options{
+		Extra: []airlock.Backend{testenv.Namespaces(t)},
 		Store: store, Egress: svc, EgressLog: store, NoServer: true,
 		Watchdog: mon, Quarantines: store, MaxTimeout: 2 * time.Minute,
 		NetworkAllow: func(*airlock.Tenant) []string { return []string{"api.test"} },
@@ -307,5 +309,36 @@ func TestSessionEndsByAbuse(t *testing.T) {
 	}
 	if recs[0].EndedBy != "abuse:mining" {
 		t.Errorf("the exec's record: ended_by %q, status %s, error %q", recs[0].EndedBy, recs[0].Status, recs[0].Error)
+	}
+}
+
+// The detectors that read the host's cgroup work the same for the
+// namespaces backend (first-party code on the host's kernel), whose
+// process limit is the host's: a spinner and a fork bomb.
+func TestNamespacesBackend(t *testing.T) {
+	n := newNode(t, abuse.Config{})
+	ctx := context.Background()
+	for _, c := range []behaviour{
+		{name: "ns-fork-bomb", code: forkBomb, detector: airlock.DetectorForkBomb},
+		{name: "ns-cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tn := n.tenant(t, c.name)
+			if err := n.store.SetTenantFirstParty(ctx, tn.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			tn.FirstParty = true
+			start := time.Now()
+			e, err := n.st.Manager.Execute(ctx, tn, "", airlock.ExecuteRequest{Language: airlock.Python, Image: "base",
+				Code: c.code, TimeoutSec: 90, Isolation: airlock.IsolationContainer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, decided := n.event(t, tn, start)
+			t.Logf("%s on %s: %s after %v: %s %v", c.name, e.Backend, ev.Detector, decided.Round(time.Millisecond), ev.Summary, ev.Evidence)
+			if e.Backend != "namespaces" || ev.Detector != c.detector || e.EndedBy != airlock.AbuseReason(c.detector) || decided > decisionBound {
+				t.Errorf("backend %s, event %+v, ended_by %q, after %v", e.Backend, ev, e.EndedBy, decided)
+			}
+		})
 	}
 }
