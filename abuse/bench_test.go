@@ -32,6 +32,7 @@ func TestBenchDetection(t *testing.T) {
 		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
 		{name: "fork-bomb", code: forkBomb, detector: airlock.DetectorForkBomb},
 		{name: "dns-tunnel", network: true, code: dnsTunnel, detector: airlock.DetectorDNSTunnel},
+		{name: "stratum", network: true, code: "import socket, time\nwhile True:\n    try:\n        s = socket.create_connection(('" + addr + "', 3333), timeout=3)\n        s.sendall(b'{\"id\": 1, \"method\": \"mining.subscribe\", \"params\": []}\\n')\n        s.recv(100)\n    except OSError: pass\n    time.sleep(1)\n", detector: airlock.DetectorMining},
 		{name: "port-scan", network: true, code: "import socket\nport = 1\nwhile True:\n    try: socket.create_connection(('" + addr + "', port), timeout=1).close()\n    except OSError: pass\n    port += 1\n", detector: airlock.DetectorScanning},
 		{name: "pool-dns", network: true, code: "import socket, time\nwhile True:\n    try: socket.getaddrinfo('pool.supportxmr.com', 3333)\n    except OSError: pass\n    time.sleep(1)\n", detector: airlock.DetectorMining},
 	}

@@ -173,6 +173,17 @@ while True:
     port = port %% 60000 + 1
 `, addr), detector: airlock.DetectorScanning},
 		{name: "dns-tunnel", network: true, code: dnsTunnel, detector: airlock.DetectorDNSTunnel},
+		{name: "stratum", network: true, code: fmt.Sprintf(`
+import socket, time
+while True:
+    try:
+        s = socket.create_connection(("%s", 3333), timeout=3)
+        s.sendall(b'{"id": 1, "method": "mining.subscribe", "params": ["cpuminer/2.5.1"]}\n')
+        s.recv(100)
+    except OSError:
+        pass
+    time.sleep(1)
+`, addr), detector: airlock.DetectorMining},
 		{name: "pool-dns", network: true, code: `
 import socket, time
 while True:
