@@ -132,6 +132,14 @@ func (NoWatchdog) Watch(Watched) func()   { return func() {} }
 func (NoWatchdog) Output(string, int)     {}
 func (NoWatchdog) KilledBy(string) string { return "" }
 
+// CPUWaiter is implemented by sandboxes that can tell how long their live
+// host threads have waited for a CPU (on a busy host a program gets less
+// than its quota): the abuse monitor's measure of demand. It costs more
+// than Stats (a file per thread), so it is a method of its own.
+type CPUWaiter interface {
+	CPUWait(ctx context.Context) time.Duration
+}
+
 // Killer is implemented by sandboxes that can end every process inside
 // at once without removing anything: Done closes, the workspace stays
 // readable until Destroy.

@@ -143,9 +143,6 @@ type Stats struct {
 	// limit on the host (the kernel then reclaimed, or gVisor's kernel
 	// killed a process inside, or the OOM killer ended the sandbox).
 	MemoryLimitHits int64
-	// CPUWait is how long the sandbox's live host threads waited for a
-	// CPU (on a busy host a program gets less than its quota).
-	CPUWait time.Duration
 }
 
 // Snapshotter is implemented by backends whose Capabilities report

@@ -9,7 +9,9 @@
 // the quarantine of the tenant. What it reads:
 //
 //   - the host's cgroup statistics of each watched sandbox (Stats: CPU
-//     time, tasks, forks refused at the limit), sampled every Interval;
+//     time, tasks, forks refused at the limit; and, where the sandbox
+//     can tell, airlock.CPUWaiter: how long its threads waited for a
+//     CPU), sampled every Interval;
 //   - the output the runner saw (Output);
 //   - the egress audit log as it is written (EgressStore wraps the
 //     store the egress proxy and resolver record into): denied

@@ -90,6 +90,7 @@ func (m *Monitor) Watch(w airlock.Watched) func() {
 	}
 	id := w.Sandbox.ID()
 	st, stErr := w.Sandbox.Stats(context.Background()) // the first sample, read outside the lock
+	wait := cpuWait(w.Sandbox)
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,7 +105,7 @@ func (m *Monitor) Watch(w airlock.Watched) func() {
 			m.owners["e:"+w.ExecutionID] = x
 		}
 		if stErr == nil {
-			x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: st.CPUWait})
+			x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: wait})
 		}
 	}
 	x.refs++
@@ -194,9 +195,10 @@ func (m *Monitor) sampleAll() {
 		if err != nil {
 			continue // gone, or going: its owner notices
 		}
+		wait := cpuWait(x.w.Sandbox)
 		now := m.cfg.Now()
 		m.mu.Lock()
-		x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: st.CPUWait})
+		x.add(sample{at: now, cpu: st.CPUTime, pids: st.Pids, hits: st.PidsLimitHits, wait: wait})
 		var f *finding
 		if !m.off[airlock.DetectorMining] {
 			f = x.mining(now, m.cfg.Mining)
@@ -320,6 +322,15 @@ func (t *egressTap) RecordEgress(ctx context.Context, events []*airlock.EgressEv
 		t.m.observe(ev)
 	}
 	return t.EgressStore.RecordEgress(ctx, events)
+}
+
+// cpuWait is how long the sandbox's threads waited for a CPU, 0 where
+// the sandbox cannot tell.
+func cpuWait(sb airlock.Sandbox) time.Duration {
+	if w, ok := sb.(airlock.CPUWaiter); ok {
+		return w.CPUWait(context.Background())
+	}
+	return 0
 }
 
 func round(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

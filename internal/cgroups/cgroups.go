@@ -30,10 +30,6 @@ type Stats struct {
 	Pids            int64
 	PidsLimitHits   int64 // forks refused at pids.max (pids.events)
 	MemoryLimitHits int64 // times usage hit the memory limit (v1 failcnt, v2 memory.events max)
-	// CPUWait is the time the cgroup's live threads have waited on a run
-	// queue for a CPU (their schedstat): with CPUTime, what they would
-	// have used on an idle host.
-	CPUWait time.Duration
 }
 
 // Manager manages cgroups of one version.
@@ -41,6 +37,10 @@ type Manager interface {
 	// Create makes the cgroup (and parents) and applies limits.
 	Create(path string, l Limits) error
 	Stats(path string) (Stats, error)
+	// CPUWait is the time the cgroup's live threads have waited on a run
+	// queue for a CPU (their schedstat): with the CPU time, what they
+	// would have used on an idle host. It reads a file per thread.
+	CPUWait(path string) time.Duration
 	// Kill sends SIGKILL to every process in the cgroup.
 	Kill(path string) error
 	// Add moves the process pid into the cgroup (every controller of it).

@@ -105,8 +105,11 @@ func (c v1) Stats(path string) (Stats, error) {
 	}
 	s.Pids, _ = readInt(filepath.Join(c.dir("pids", path), "pids.current"))
 	s.PidsLimitHits, _ = readKey(filepath.Join(c.dir("pids", path), "pids.events"), "max")
-	s.CPUWait = waitOf(filepath.Join(c.dir("cpu", path), "tasks"))
 	return s, nil
+}
+
+func (c v1) CPUWait(path string) time.Duration {
+	return waitOf(filepath.Join(c.dir("cpu", path), "tasks"))
 }
 
 func (c v1) Kill(path string) error {

@@ -70,8 +70,11 @@ func (c v2) Stats(path string) (Stats, error) {
 	}
 	s.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
 	s.PidsLimitHits, _ = readKey(filepath.Join(dir, "pids.events"), "max")
-	s.CPUWait = waitOf(filepath.Join(dir, "cgroup.threads"))
 	return s, nil
+}
+
+func (c v2) CPUWait(path string) time.Duration {
+	return waitOf(filepath.Join(c.dir(path), "cgroup.threads"))
 }
 
 func (c v2) Kill(path string) error {

@@ -56,6 +56,5 @@ func Stats(st cgroups.Stats) airlock.Stats {
 		Pids:            st.Pids,
 		PidsLimitHits:   st.PidsLimitHits,
 		MemoryLimitHits: st.MemoryLimitHits,
-		CPUWait:         st.CPUWait,
 	}
 }
