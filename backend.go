@@ -144,6 +144,13 @@ type Stats struct {
 	OOMKilled       bool
 	CPUTime         time.Duration
 	Pids            int64
+	// PidsLimitHits counts forks the host's process limit of the
+	// sandbox refused (the pids cgroup's max events).
+	PidsLimitHits int64
+	// MemoryLimitHits counts the times the sandbox's memory reached its
+	// limit on the host (the kernel then reclaimed, or gVisor's kernel
+	// killed a process inside, or the OOM killer ended the sandbox).
+	MemoryLimitHits int64
 }
 
 // Snapshotter is implemented by backends whose Capabilities report

@@ -91,8 +91,15 @@ type Execution struct {
 	TimedOut          bool            `json:"timed_out"`
 	OOMKilled         bool            `json:"oom_killed"`
 	HadNetworkAttempt bool            `json:"had_network_attempt"`
-	Error             string          `json:"error,omitempty"` // set when Status is failed
-	Artifacts         []Artifact      `json:"artifacts"`
+	// EndedBy names the limit that ended the program (LimitWallTime,
+	// LimitMemory, ...) or the abuse detector that killed its sandbox
+	// (AbuseReason); "" when it ended on its own.
+	EndedBy string `json:"ended_by,omitempty"`
+	// LimitsHit lists the limits the program reached, fatal or not
+	// (output past its cap, a full disk, a refused fork, ...).
+	LimitsHit []string   `json:"limits_hit,omitempty"`
+	Error     string     `json:"error,omitempty"` // set when Status is failed
+	Artifacts []Artifact `json:"artifacts"`
 	// ArtifactsTruncated is set when files were left out by the caps.
 	ArtifactsTruncated bool `json:"artifacts_truncated,omitempty"`
 	// StartSource says how the sandbox was obtained: StartPool,

@@ -390,6 +390,28 @@ type networked struct {
 
 func (s *networked) Network() NetworkAttachment { return s.net }
 
+var (
+	_ Killer    = (*networked)(nil)
+	_ CPUWaiter = (*networked)(nil)
+)
+
+// Kill ends the processes of the sandbox (Killer) and leaves its network
+// for Destroy; a sandbox that cannot is destroyed.
+func (s *networked) Kill(ctx context.Context) error {
+	if k, ok := s.Sandbox.(Killer); ok {
+		return k.Kill(ctx)
+	}
+	return s.Sandbox.Destroy(ctx)
+}
+
+// CPUWait is the sandbox's (CPUWaiter), 0 if it cannot tell.
+func (s *networked) CPUWait(ctx context.Context) time.Duration {
+	if w, ok := s.Sandbox.(CPUWaiter); ok {
+		return w.CPUWait(ctx)
+	}
+	return 0
+}
+
 // Labels are the labels of the sandbox, if it reports them.
 func (s *networked) Labels() map[string]string {
 	if l, ok := s.Sandbox.(Labeled); ok {
@@ -414,6 +436,17 @@ func (s *networked) Detach() error {
 func (s *networked) Destroy(ctx context.Context) error {
 	err := s.Sandbox.Destroy(ctx)
 	return errors.Join(err, s.net.Close(context.WithoutCancel(ctx)))
+}
+
+// NetworkOverQuota reports whether a networked sandbox has used its
+// egress byte budget (its connections were cut, new ones are refused).
+func NetworkOverQuota(sb Sandbox) bool {
+	if n, ok := sb.(NetworkedSandbox); ok {
+		if q, ok := n.Network().(interface{ OverQuota() bool }); ok {
+			return q.OverQuota()
+		}
+	}
+	return false
 }
 
 // NetworkAttempts returns the attempts of a networked sandbox so far, or 0

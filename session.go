@@ -79,6 +79,8 @@ const (
 	EndSandboxExited   = "sandbox_exited"   // the sandbox died on its own
 	EndOutOfMemory     = "out_of_memory"    // the sandbox as a whole ran out of memory
 	EndCreateFailed    = "create_failed"    // the sandbox could not be made
+	// An abuse detector killed the sandbox: AbuseReason(detector), e.g.
+	// "abuse:mining" (see AbusePrefix).
 )
 
 // SessionSize names a preset of limits; the operator maps each to CPU,
@@ -496,6 +498,9 @@ type CellResult struct {
 	OutputsDropped  int          `json:"outputs_dropped,omitempty"` // rich outputs left out by the size cap
 	DurationMS      int64        `json:"duration_ms"`
 	TimedOut        bool         `json:"timed_out"`
+	// EndedBy and LimitsHit as in Execution.
+	EndedBy   string   `json:"ended_by,omitempty"`
+	LimitsHit []string `json:"limits_hit,omitempty"`
 	// ContextState is the context's state after the cell: idle, or dead
 	// when the interpreter crashed (restart it to go on).
 	ContextState string `json:"context_state"`

@@ -180,6 +180,10 @@ var dropCounters = []string{netns.CounterMetadata, netns.CounterSpoofed, netns.C
 
 // Attempts counts connections, queries and dropped packets so far, and
 // records an event for packets dropped since the last call.
+// OverQuota reports whether the sandbox has used its egress byte budget
+// (airlock.NetworkOverQuota).
+func (a *attachment) OverQuota() bool { return a.overQuota.Load() }
+
 func (a *attachment) Attempts(ctx context.Context) int64 {
 	n := a.attempts.Load()
 	return n + a.reportDrops()

@@ -145,6 +145,9 @@ func (s *Service) handle(c *net.TCPConn) {
 
 	head, proto, sni, hh, perr := s.sniff(c)
 	ev.Protocol = proto
+	if proto == ProtoOpaque && LooksLikeStratum(head) {
+		ev.Flags = append(ev.Flags, FlagStratum)
+	}
 	name := ""
 	switch proto {
 	case ProtoTLS:

@@ -487,6 +487,9 @@ func TestQuota(t *testing.T) {
 	if _, _, err := sb.get("http://api.test/"); err == nil {
 		t.Error("a new connection passed after the quota was used")
 	}
+	if !sb.att.(interface{ OverQuota() bool }).OverQuota() {
+		t.Error("the attachment does not say its quota is used (limits_hit egress_bytes reads it)")
+	}
 	evs := sb.events(airlock.EgressConnection)
 	if got := find(evs, func(e *airlock.EgressEvent) bool { return e.Reason == "quota-exceeded" }); len(got) < 2 {
 		t.Errorf("want the cut and the refusal logged: %s", dump(evs))

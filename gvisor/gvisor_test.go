@@ -3,6 +3,7 @@ package gvisor_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,5 +133,48 @@ func TestDiskLimit(t *testing.T) {
 	out, _, _ := run(t, sb, "sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=64 2>&1; echo rc=$?")
 	if !strings.Contains(out, "No space left") {
 		t.Fatalf("writing past the disk cap did not fail with ENOSPC: %q", out)
+	}
+}
+
+// The CPU quota holds outside the sandbox: two spinning processes in a
+// sandbox of N vCPUs use at most about N CPU-seconds a second, measured
+// from the host cgroup (the sandbox's kernel included).
+func TestCPUQuota(t *testing.T) {
+	for _, cpus := range []float64{1, 0.5} {
+		t.Run(fmt.Sprint(cpus), func(t *testing.T) {
+			limits := airlock.DefaultLimits
+			limits.CPUs = cpus
+			sb := newSandbox(t, "base", limits)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			before, err := sb.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			out, _, st := run(t, sb, "python3", "-c", `
+import os, time
+end = time.time() + 4
+if os.fork() == 0:
+    while time.time() < end: pass
+    os._exit(0)
+while time.time() < end: pass
+os.wait()
+print("spun")
+`)
+			elapsed := time.Since(start)
+			after, err := sb.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := (after.CPUTime - before.CPUTime).Seconds() / elapsed.Seconds()
+			t.Logf("%.2g vCPU: %.2f CPU-seconds a second over %v", cpus, used, elapsed.Round(time.Millisecond))
+			if st.Code != 0 || !strings.Contains(out, "spun") {
+				t.Fatalf("the spinners: %+v %q", st, out)
+			}
+			if used > cpus*1.15+0.05 {
+				t.Errorf("two spinners used %.2f CPU-seconds a second under a quota of %.2g vCPU", used, cpus)
+			}
+		})
 	}
 }

@@ -359,3 +359,14 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+var _ airlock.Killer = (*Sandbox)(nil)
+
+// Kill ends every process of the sandbox (an abuse detector's response);
+// the workspace stays until Destroy.
+func (s *Sandbox) Kill(ctx context.Context) error { return s.kill(ctx) }
+
+var _ airlock.CPUWaiter = (*Sandbox)(nil)
+
+// CPUWait is how long the sandbox's host threads have waited for a CPU.
+func (s *Sandbox) CPUWait(ctx context.Context) time.Duration { return s.b.cgroups.CPUWait(s.cgroup) }

@@ -222,6 +222,7 @@ func setup(t tb, opts ...func(*httpapi.Config)) *env {
 	e.tenantB, e.keyB = addTenant(t, db, "tenant-b")
 	cfg := httpapi.Config{
 		Store:      e.store,
+		Events:     e.store,
 		Blobs:      e.blobs,
 		Executor:   e.exec,
 		SigningKey: e.key,

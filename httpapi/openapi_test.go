@@ -185,6 +185,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"Health", httpapi.Health{}},
 		{"Usage", airlock.Usage{}},
 		{"QuotaUsage", airlock.QuotaUsage{}},
+		{"AbuseEvent", airlock.AbuseEvent{}},
+		{"AbuseEventPage", airlock.AbuseEventPage{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {

@@ -32,6 +32,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/executions", (*Server).listExecutions, authBearer},
 	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},
 	{http.MethodGet, "/v1/executions/{id}/egress", (*Server).executionEgress, authBearer},
+	{http.MethodGet, "/v1/events", (*Server).listEvents, authBearer},
 	// Signed URL (token query) or the owner's bearer key.
 	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
 	{http.MethodGet, "/v1/usage", (*Server).usage, authBearer},

@@ -24,7 +24,10 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	Store    airlock.Store    // required
+	Store airlock.Store // required
+	// Events lists the tenant's abuse events (GET /v1/events); nil
+	// serves an empty list.
+	Events   airlock.AbuseStore
 	Blobs    airlock.Blobs    // required
 	Executor airlock.Executor // required
 	// Ready reports whether the service can take work; nil means always

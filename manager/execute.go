@@ -81,6 +81,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	file, argv := program(req.Language)
 	e, err = m.cfg.Runner.Run(ctx, e, run.Job{
 		Target:  lease,
+		Limits:  limits,
 		Acquire: lease.AcquireTime(),
 		HandIn:  []run.File{{Path: file, Mode: 0o644, Content: req.Code}},
 		Program: run.Program{

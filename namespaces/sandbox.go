@@ -368,3 +368,19 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ airlock.Killer = (*Sandbox)(nil)
+
+// Kill ends every process of the sandbox (an abuse detector's response);
+// the workspace stays until Destroy.
+func (s *Sandbox) Kill(ctx context.Context) error { return s.Stop(ctx) }
+
+var _ airlock.CPUWaiter = (*Sandbox)(nil)
+
+// CPUWait is how long the sandbox's threads have waited for a CPU.
+func (s *Sandbox) CPUWait(ctx context.Context) time.Duration {
+	if s.cgroup == "" {
+		return 0
+	}
+	return s.b.cgroups.CPUWait(s.cgroup)
+}

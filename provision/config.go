@@ -56,6 +56,10 @@ type Config struct {
 	// first, instead of starting one more that would slow every other.
 	MaxStarts int
 
+	// Quarantines, when set, refuses every claim of a quarantined tenant
+	// (403 tenant-quarantined): the abuse monitor's response.
+	Quarantines Quarantines
+
 	// Egress gives sandboxes that ask for a network their namespace; nil
 	// refuses such requests (network-unavailable).
 	Egress airlock.Egress

@@ -67,6 +67,9 @@ func (p *Provisioner) Admit(ctx context.Context, c Claim) (*Ticket, error) {
 	if c.Tenant == nil {
 		return nil, fmt.Errorf("provision: a claim needs a tenant")
 	}
+	if err := p.checkQuarantine(ctx, c.Tenant); err != nil {
+		return nil, err
+	}
 	b, err := airlock.ChooseBackend(p.cfg.Backends, c.Tenant, c.Isolation)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ type Cell struct {
 	Timeout     time.Duration
 	OutputBytes int64 // per stream
 	Observer    airlock.CellObserver
+	Limits      airlock.Limits // the sandbox's, as in Job
 	// Ended and Detached as in Job.
 	Ended    <-chan struct{}
 	Detached <-chan struct{}
@@ -45,6 +46,8 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 		c.Observer.Started(c.ContextID)
 	}
 	stdout, stderr := newCapture(c.OutputBytes, obsOut), newCapture(c.OutputBytes, obsErr)
+	r.counted(sb, stdout, stderr)
+	before := readStats(ctx, sb)
 	stdout.start() // Started was said above
 	stderr.start()
 	rctx, cancel := context.WithTimeout(ctx, c.Timeout+r.cfg.CellSlack)
@@ -64,6 +67,7 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 	case a = <-done:
 	case <-c.Ended:
 		cancel()
+		e.EndedBy = r.cfg.Watchdog.KilledBy(sb.ID())
 		r.Fail(ctx, e, ErrEnded)
 		return nil, ErrEnded
 	case <-c.Detached:
@@ -91,7 +95,8 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 		return nil, sandboxFailed(e, a.err)
 	}
 	res := a.res
-	if st, err := sb.Stats(ctx); err == nil {
+	st, stErr := sb.Stats(ctx)
+	if stErr == nil {
 		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
 		e.OOMKilled = st.OOMKilled
 	}
@@ -104,6 +109,7 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 	}
 	e.Stdout, e.StdoutTruncated = stdout.result()
 	e.Stderr, e.StderrTruncated = stderr.result()
+	r.classify(e, sb, before, st, stErr, c.Limits)
 	e.Status = airlock.StatusCompleted
 	if err := r.finish(ctx, e); err != nil {
 		return nil, err

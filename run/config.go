@@ -34,6 +34,12 @@ type Config struct {
 	// record while the store is busy (30 s).
 	StoreRetry time.Duration
 
+	// Watchdog is the node's abuse monitor: one-shot runs are watched
+	// while they run (sessions watch their sandbox for its lifetime),
+	// output is reported to it, and a run whose sandbox it killed ends
+	// by abuse:<detector>. Nil watches nothing.
+	Watchdog airlock.Watchdog
+
 	Logger *slog.Logger
 	Now    func() time.Time
 	NewID  func() string
@@ -62,6 +68,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreRetry <= 0 {
 		c.StoreRetry = 30 * time.Second
+	}
+	if c.Watchdog == nil {
+		c.Watchdog = airlock.NoWatchdog{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -12,8 +12,9 @@ type capture struct {
 	buf       []byte
 	truncated bool
 	observe   func([]byte)
-	open      bool     // the observer may be called
-	held      [][]byte // chunks that came before open
+	open      bool      // the observer may be called
+	held      [][]byte  // chunks that came before open
+	count     func(int) // told the size of every chunk (activity for the watchdog)
 }
 
 func newCapture(max int64, observe func([]byte)) *capture {
@@ -23,6 +24,9 @@ func newCapture(max int64, observe func([]byte)) *capture {
 func (c *capture) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.count != nil {
+		c.count(len(b))
+	}
 	room := c.max - int64(len(c.buf))
 	switch {
 	case int64(len(b)) <= room:

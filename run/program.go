@@ -57,6 +57,9 @@ type Job struct {
 	// is its start, and its output is the agent's copy from the start.
 	AttachPID int
 	Observer  airlock.ExecObserver
+	// Limits are the sandbox's limits: they name what a run ran into
+	// and what the watchdog measures against (CPUs).
+	Limits airlock.Limits
 	// Acquire is recorded as the acquire phase (0: none).
 	Acquire time.Duration
 	// StopAfter stops the sandbox once the program has ended, before its
@@ -112,6 +115,12 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 		obsOut, obsErr = job.Observer.Stdout, job.Observer.Stderr
 	}
 	stdout, stderr := newCapture(pr.OutputBytes, obsOut), newCapture(pr.OutputBytes, obsErr)
+	r.counted(sb, stdout, stderr)
+	if e.SessionID == "" {
+		// A session's sandbox is watched for the session's lifetime.
+		defer r.cfg.Watchdog.Watch(airlock.Watched{Sandbox: sb, TenantID: e.TenantID, ExecutionID: e.ID, Limits: job.Limits})()
+	}
+	before := readStats(ctx, sb)
 	triedBefore := airlock.NetworkAttempts(ctx, sb)
 
 	t := time.Now()
@@ -151,6 +160,7 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 		r.Fail(ctx, e, fmt.Errorf("the client went away; the program was killed: %w", ctx.Err()))
 		return e, ctx.Err()
 	case ownerEnded:
+		e.EndedBy = r.cfg.Watchdog.KilledBy(sb.ID())
 		r.Fail(ctx, e, ErrEnded)
 		return e, ErrEnded
 	}
@@ -182,7 +192,7 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 		if status.StderrDropped > 0 {
 			stderr.markTruncated()
 		}
-	case how == timedOut || e.OOMKilled || ended(sb):
+	case how == timedOut || e.OOMKilled || ended(sb) || r.cfg.Watchdog.KilledBy(sb.ID()) != "":
 		// Killed at the deadline, or the whole sandbox died (out of
 		// memory): like a shell, report a SIGKILL as 128+9.
 		e.ExitCode = 137
@@ -195,6 +205,7 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	}
 	e.Stdout, e.StdoutTruncated = stdout.result()
 	e.Stderr, e.StderrTruncated = stderr.result()
+	r.classify(e, sb, before, st, stErr, job.Limits)
 	if job.Collect != nil {
 		if err := job.Collect(ctx, e); err != nil {
 			err = fmt.Errorf("collect artifacts: %w", err)

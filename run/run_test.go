@@ -152,7 +152,7 @@ func TestProgramResultRecorded(t *testing.T) {
 		t.Error("Collect did not run after the sandbox was stopped")
 	}
 	rec := f.recorded(t, got)
-	if rec.Status != airlock.StatusCompleted || rec.ExitCode != 3 || rec.Stdout != "handed in\n" || rec.Stderr != "err\n" ||
+	if rec.Status != airlock.StatusCompleted || rec.EndedBy != "" || len(rec.LimitsHit) != 0 || rec.ExitCode != 3 || rec.Stdout != "handed in\n" || rec.Stderr != "err\n" ||
 		rec.Backend != "host" || rec.StartSource != airlock.StartPool || rec.PeakMemoryMB != 3 || rec.TimedOut {
 		t.Errorf("record: %+v", rec)
 	}
@@ -173,6 +173,12 @@ func TestOutputCapped(t *testing.T) {
 	if len(got.Stdout) != 100 || !got.StdoutTruncated || got.StderrTruncated {
 		t.Errorf("stdout %d bytes, truncated %v/%v", len(got.Stdout), got.StdoutTruncated, got.StderrTruncated)
 	}
+	if got.EndedBy != "" || len(got.LimitsHit) != 1 || got.LimitsHit[0] != airlock.LimitOutput {
+		t.Errorf("a capped run: ended_by %q, limits_hit %v", got.EndedBy, got.LimitsHit)
+	}
+	if rec := f.recorded(t, got); len(rec.LimitsHit) != 1 || rec.LimitsHit[0] != airlock.LimitOutput {
+		t.Errorf("the record's limits_hit: %v", rec.LimitsHit)
+	}
 }
 
 // A program past its timeout is killed, and the record says so.
@@ -186,6 +192,9 @@ func TestDeadline(t *testing.T) {
 	}
 	if !got.TimedOut || got.ExitCode != 137 || got.Stdout != "started\n" || got.Status != airlock.StatusCompleted {
 		t.Errorf("timed-out program: %+v", got)
+	}
+	if rec := f.recorded(t, got); rec.EndedBy != airlock.LimitWallTime || len(rec.LimitsHit) != 1 || rec.LimitsHit[0] != airlock.LimitWallTime {
+		t.Errorf("a timed-out run's record: ended_by %q, limits_hit %v", rec.EndedBy, rec.LimitsHit)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the kill took %v", took)

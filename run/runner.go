@@ -33,6 +33,9 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, metrics: newMetrics(cfg.Metrics)}, nil
 }
 
+// Watchdog is the node's abuse monitor the runner reports to.
+func (r *Runner) Watchdog() airlock.Watchdog { return r.cfg.Watchdog }
+
 // Record says what a run is, for its execution row.
 type Record struct {
 	TenantID  string

@@ -190,7 +190,7 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 	}
 	res, err := m.cfg.Runner.RunCell(ctx, e, run.Cell{
 		Target: lease, ContextID: cid, Code: req.Code, Timeout: timeout, OutputBytes: outputBytes,
-		Observer: obs, Ended: l.ended, Detached: l.detached,
+		Observer: obs, Ended: l.ended, Detached: l.detached, Limits: sandboxLimits(l.rec.Limits),
 	})
 	state := airlock.ContextIdle
 	var re *protocol.RemoteError
@@ -218,6 +218,8 @@ func (m *Manager) RunCell(ctx context.Context, tenant *airlock.Tenant, id, cid s
 		OutputsDropped:  res.Dropped,
 		DurationMS:      res.DurationMS,
 		TimedOut:        res.TimedOut,
+		EndedBy:         e.EndedBy,
+		LimitsHit:       e.LimitsHit,
 		ContextState:    state,
 		Stdout:          e.Stdout,
 		Stderr:          e.Stderr,

@@ -95,6 +95,7 @@ func (m *Manager) execJob(l *live, target run.Target, p run.Program, obs airlock
 	return run.Job{
 		Target:   target,
 		Program:  p,
+		Limits:   sandboxLimits(l.rec.Limits),
 		Observer: obs,
 		Started:  m.tracker(l),
 		Ended:    l.ended,

@@ -397,6 +397,12 @@ func (m *Manager) finish(ctx context.Context, l *live, lease *provision.Lease, f
 	return err
 }
 
+// sandboxLimits are the limits of a session's sandbox.
+func sandboxLimits(s airlock.SessionLimits) airlock.Limits {
+	return airlock.Limits{CPUs: s.CPUs, MemoryBytes: s.MemoryBytes, DiskBytes: s.DiskBytes, Pids: s.Pids, OutputBytes: s.OutputBytes,
+		Timeout: time.Duration(s.TimeoutS) * time.Second}
+}
+
 func joinDetail(a, b string) string {
 	if a == "" {
 		return b
@@ -407,6 +413,11 @@ func joinDetail(a, b string) string {
 // watch fails a session whose sandbox exits on its own.
 func (m *Manager) watch(l *live) {
 	sb := l.sb()
+	wd := m.cfg.Runner.Watchdog()
+	l.mu.Lock()
+	watched := airlock.Watched{Sandbox: sb, TenantID: l.rec.TenantID, SessionID: l.rec.ID, Limits: sandboxLimits(l.rec.Limits)}
+	l.mu.Unlock()
+	defer wd.Watch(watched)()
 	select {
 	case <-sb.Done():
 	case <-l.ended:
@@ -417,6 +428,9 @@ func (m *Manager) watch(l *live) {
 	reason, detail := airlock.EndSandboxExited, "the sandbox exited on its own"
 	if st, err := sb.Stats(context.Background()); err == nil && st.OOMKilled {
 		reason, detail = airlock.EndOutOfMemory, "the sandbox as a whole ran out of memory and was killed"
+	}
+	if k := wd.KilledBy(sb.ID()); k != "" {
+		reason, detail = k, "an abuse detector killed the sandbox (GET /v1/events says what it saw)"
 	}
 	m.destroy(context.Background(), l, airlock.SessionFailed, reason, detail)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -110,12 +111,14 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 			blocked = ?, status = ?, exit_code = ?, stdout = ?, stderr = ?, stdout_truncated = ?,
 			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
 			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
-			finished_at = ?, start_source = ?, phases = ?, backend = ?
+			finished_at = ?, start_source = ?, phases = ?, backend = ?,
+			ended_by = ?, limits_hit = ?
 			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
 			blocked, string(stored), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
 			e.StartSource, encodePhases(e.Phases), e.Backend,
+			e.EndedBy, strings.Join(e.LimitsHit, ","),
 			e.ID, e.TenantID)
 		if err != nil {
 			return err
@@ -161,24 +164,24 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit`
 )
 
 func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
 	var e airlock.Execution
 	var created int64
 	var finished sql.NullInt64
-	var phases, findings string
+	var phases, findings, limitsHit string
 	var blocked bool
 	err := row.Scan(&e.ID, &e.TenantID, &e.SessionID, &e.AgentID, &e.Language, &e.Image,
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend, &findings, &blocked)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +189,9 @@ func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, err
 	e.Findings = decodeFindings(findings)
 	if blocked {
 		e.Status = airlock.StatusBlocked
+	}
+	if limitsHit != "" {
+		e.LimitsHit = strings.Split(limitsHit, ",")
 	}
 	e.CreatedAt = fromNanos(created)
 	e.FinishedAt = fromNullNanos(finished)

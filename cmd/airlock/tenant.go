@@ -15,6 +15,8 @@ const tenantUsage = `usage:
   airlock tenant set NAME [--first-party[=false]] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
   airlock tenant usage [NAME] [--json] [--state-dir DIR]
+  airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
+  airlock tenant unquarantine NAME [--state-dir DIR]
 
 Administers the tenants in this node's store, <state-dir>/airlock.db; run it
 on the server host, as the user that owns the state directory (root).
@@ -53,6 +55,10 @@ on the server host, as the user that owns the state directory (root).
           --quota-flush behind). Limits are the tenant's overrides, else
           the defaults the node's airlockd last started with. GET
           /v1/usage shows a tenant airlockd's own, exact view.
+  quarantine    refuses the tenant new runs and sessions (403
+          tenant-quarantined); the abuse monitor does it itself with
+          airlockd --abuse-response quarantine ('airlock events' says why)
+  unquarantine  lifts a quarantine
 
 flags:
   --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
@@ -78,6 +84,10 @@ func runTenant(ctx context.Context, args []string, std stdio) error {
 		return runTenantSet(ctx, args[1:], std)
 	case "usage":
 		return runTenantUsage(ctx, args[1:], std)
+	case "quarantine":
+		return runTenantQuarantine(ctx, args[1:], std, true)
+	case "unquarantine":
+		return runTenantQuarantine(ctx, args[1:], std, false)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, tenantUsage)
 		return nil

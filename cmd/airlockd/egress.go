@@ -104,7 +104,7 @@ func splitList(s string) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o egressOptions, stateDir string, store *sqlite.DB, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o egressOptions, stateDir string, store *sqlite.DB, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -171,7 +171,7 @@ func startEgress(o egressOptions, stateDir string, store *sqlite.DB, tenants egr
 		logger.Info("credential broker ready", "scopes", bk.Scopes())
 	}
 	svc, err = egress.New(egress.Config{
-		Store:      store,
+		Store:      audit,
 		Broker:     b,
 		Prefix:     o.prefix,
 		Subnet:     subnet,

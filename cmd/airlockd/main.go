@@ -70,6 +70,7 @@ type options struct {
 	api            apiOptions
 	e2b            e2bOptions
 	quotas         quotaOptions
+	abuse          abuseOptions
 }
 
 func main() {
@@ -100,6 +101,7 @@ func main() {
 	o.api.register(flag.CommandLine)
 	o.e2b.register(flag.CommandLine)
 	o.quotas.register(flag.CommandLine)
+	o.abuse.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -199,7 +201,14 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}()
 	secrets := hostSecrets(o.stateDir, o.api.metricsKey)
-	eg, err := startEgress(o.egress, o.stateDir, store, quotas, secrets, logger)
+	monitor, err := startAbuse(o.abuse, store, registry, logger)
+	if err != nil {
+		return err
+	}
+	if monitor != nil {
+		defer monitor.Close()
+	}
+	eg, err := startEgress(o.egress, o.stateDir, store, egressStoreOf(monitor, store), quotas, secrets, logger)
 	if err != nil {
 		return err
 	}
@@ -230,15 +239,16 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 			MaxAge:       o.poolMaxAge,
 			Disabled:     o.poolMax == 0,
 		},
-		Egress:  egressOf(eg),
-		Secrets: secretscan.Default().WithKnown(secrets),
-		Metrics: registry,
-		Logger:  logger,
+		Egress:      egressOf(eg),
+		Secrets:     secretscan.Default().WithKnown(secrets),
+		Quarantines: store,
+		Metrics:     registry,
+		Logger:      logger,
 	})
 	if err != nil {
 		return err
 	}
-	runner, err := run.New(run.Config{Store: store, Metrics: registry, Logger: logger})
+	runner, err := run.New(run.Config{Store: store, Metrics: registry, Watchdog: watchdogOf(monitor), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -323,6 +333,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:        store,
+		Events:       store,
 		Blobs:        blobs,
 		Executor:     mgr,
 		Ready:        readiness(images),

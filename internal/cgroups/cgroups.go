@@ -28,6 +28,8 @@ type Stats struct {
 	OOMKills        int64
 	CPUTime         time.Duration
 	Pids            int64
+	PidsLimitHits   int64 // forks refused at pids.max (pids.events)
+	MemoryLimitHits int64 // times usage hit the memory limit (v1 failcnt, v2 memory.events max)
 }
 
 // Manager manages cgroups of one version.
@@ -35,6 +37,10 @@ type Manager interface {
 	// Create makes the cgroup (and parents) and applies limits.
 	Create(path string, l Limits) error
 	Stats(path string) (Stats, error)
+	// CPUWait is the time the cgroup's live threads have waited on a run
+	// queue for a CPU (their schedstat): with the CPU time, what they
+	// would have used on an idle host. It reads a file per thread.
+	CPUWait(path string) time.Duration
 	// Kill sends SIGKILL to every process in the cgroup.
 	Kill(path string) error
 	// Add moves the process pid into the cgroup (every controller of it).
@@ -101,6 +107,28 @@ func readKey(path, key string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("cgroups: %s has no %s", path, key)
+}
+
+// waitOf sums the run-queue wait of the threads a cgroup's threads file
+// lists (/proc/<tid>/schedstat: run, wait, slices in nanoseconds).
+func waitOf(threadsFile string) time.Duration {
+	b, err := os.ReadFile(threadsFile)
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for _, f := range strings.Fields(string(b)) {
+		s, err := os.ReadFile("/proc/" + f + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if parts := strings.Fields(string(s)); len(parts) >= 2 {
+			if n, err := strconv.ParseInt(parts[1], 10, 64); err == nil {
+				sum += n
+			}
+		}
+	}
+	return time.Duration(sum)
 }
 
 func killProcs(procsFile string) error {

@@ -99,11 +99,17 @@ func (c v1) Stats(path string) (Stats, error) {
 	}
 	s.PeakMemoryBytes, _ = readInt(filepath.Join(mem, "memory.max_usage_in_bytes"))
 	s.OOMKills, _ = readKey(filepath.Join(mem, "memory.oom_control"), "oom_kill")
+	s.MemoryLimitHits, _ = readInt(filepath.Join(mem, "memory.failcnt"))
 	if ns, err := readInt(filepath.Join(c.dir("cpuacct", path), "cpuacct.usage")); err == nil {
 		s.CPUTime = time.Duration(ns)
 	}
 	s.Pids, _ = readInt(filepath.Join(c.dir("pids", path), "pids.current"))
+	s.PidsLimitHits, _ = readKey(filepath.Join(c.dir("pids", path), "pids.events"), "max")
 	return s, nil
+}
+
+func (c v1) CPUWait(path string) time.Duration {
+	return waitOf(filepath.Join(c.dir("cpu", path), "tasks"))
 }
 
 func (c v1) Kill(path string) error {

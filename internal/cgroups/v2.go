@@ -64,11 +64,17 @@ func (c v2) Stats(path string) (Stats, error) {
 	}
 	s.PeakMemoryBytes, _ = readInt(filepath.Join(dir, "memory.peak"))
 	s.OOMKills, _ = readKey(filepath.Join(dir, "memory.events"), "oom_kill")
+	s.MemoryLimitHits, _ = readKey(filepath.Join(dir, "memory.events"), "max")
 	if us, err := readKey(filepath.Join(dir, "cpu.stat"), "usage_usec"); err == nil {
 		s.CPUTime = time.Duration(us) * time.Microsecond
 	}
 	s.Pids, _ = readInt(filepath.Join(dir, "pids.current"))
+	s.PidsLimitHits, _ = readKey(filepath.Join(dir, "pids.events"), "max")
 	return s, nil
+}
+
+func (c v2) CPUWait(path string) time.Duration {
+	return waitOf(filepath.Join(c.dir(path), "cgroup.threads"))
 }
 
 func (c v2) Kill(path string) error {

@@ -54,5 +54,7 @@ func Stats(st cgroups.Stats) airlock.Stats {
 		OOMKilled:       st.OOMKills > 0,
 		CPUTime:         st.CPUTime,
 		Pids:            st.Pids,
+		PidsLimitHits:   st.PidsLimitHits,
+		MemoryLimitHits: st.MemoryLimitHits,
 	}
 }

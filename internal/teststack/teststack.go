@@ -71,6 +71,10 @@ type Options struct {
 	NetworkAllow func(*airlock.Tenant) []string
 	Limits       airlock.Limits
 	MaxTimeout   time.Duration
+	// Watchdog is the abuse monitor the runner reports to (nil: none);
+	// Quarantines refuses quarantined tenants at admission (nil: none).
+	Watchdog    airlock.Watchdog
+	Quarantines provision.Quarantines
 	// Session adjusts the session manager's config.
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
@@ -173,13 +177,14 @@ func New(t testing.TB, o Options) *Stack {
 		SnapshotDir: snapDir,
 		Pool:        pool,
 		Egress:      o.Egress,
+		Quarantines: o.Quarantines,
 		Metrics:     s.Registry,
 		Logger:      s.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Runner, err = run.New(run.Config{Store: s.Store, Metrics: s.Registry, Logger: s.Logger})
+	s.Runner, err = run.New(run.Config{Store: s.Store, Metrics: s.Registry, Watchdog: o.Watchdog, Logger: s.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +250,7 @@ func New(t testing.TB, o Options) *Stack {
 		sessions = o.WrapSessions(sessions)
 	}
 	cfg := httpapi.Config{
-		Store: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
+		Store: s.Store, Events: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
 		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
 	}
 	if s.Quotas != nil {

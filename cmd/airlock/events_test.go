@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// airlock events lists every tenant's abuse events (or one tenant's);
+// airlock tenant quarantine and unquarantine set and lift a quarantine.
+func TestEventsAndQuarantine(t *testing.T) {
+	cliEnv(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	for _, n := range []string{"acme", "other"} {
+		if _, errs, code := runCLI(t, runTenant, "", "create", n, "--state-dir", dir); code != 0 {
+			t.Fatalf("create: %d %s", code, errs)
+		}
+	}
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, _ := db.TenantByName(ctx, "acme")
+	other, _ := db.TenantByName(ctx, "other")
+	for _, ev := range []*airlock.AbuseEvent{
+		{TenantID: acme.ID, SessionID: "sess1", Detector: airlock.DetectorMining, Evidence: map[string]any{"cpu_fraction": 0.98}, Action: airlock.ActionKilled},
+		{TenantID: other.ID, ExecutionID: "exec1", Detector: airlock.DetectorScanning, Evidence: map[string]any{"distinct_destinations": 25}, Action: airlock.ActionQuarantined},
+	} {
+		if err := db.RecordAbuseEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	out, errs, code := runCLI(t, runEvents, "", "--state-dir", dir)
+	if code != 0 || !strings.Contains(out, "acme") || !strings.Contains(out, "cpu_fraction=0.98") ||
+		!strings.Contains(out, "other") || !strings.Contains(out, "distinct_destinations=25") || !strings.Contains(out, "exec1") {
+		t.Fatalf("events: %d %q %q", code, out, errs)
+	}
+	if strings.Index(out, "scanning") > strings.Index(out, "mining") {
+		t.Errorf("not newest first: %q", out)
+	}
+	out, _, code = runCLI(t, runEvents, "", "--tenant", "acme", "--json", "--state-dir", dir)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"detector":"mining"`) || !strings.Contains(out, `"tenant":"acme"`) {
+		t.Errorf("events --tenant acme --json: %q", out)
+	}
+	if _, errs, code := runCLI(t, runEvents, "", "--tenant", "nobody", "--state-dir", dir); code != 1 || !strings.Contains(errs, "no such tenant") {
+		t.Errorf("events --tenant nobody: %d %q", code, errs)
+	}
+	if _, _, code := runCLI(t, runEvents, "", "--limit", "0", "--state-dir", dir); code != 2 {
+		t.Errorf("--limit 0: exit %d", code)
+	}
+
+	quarantined := func() bool {
+		t.Helper()
+		db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		q, err := db.TenantQuarantine(ctx, acme.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q != nil
+	}
+	if out, errs, code := runCLI(t, runTenant, "", "quarantine", "acme", "--reason", "test", "--state-dir", dir); code != 0 || !strings.Contains(out, "quarantined") {
+		t.Fatalf("quarantine: %d %q %q", code, out, errs)
+	}
+	if !quarantined() {
+		t.Fatal("not quarantined in the store")
+	}
+	if out, errs, code := runCLI(t, runTenant, "", "unquarantine", "acme", "--state-dir", dir); code != 0 || !strings.Contains(out, "no longer quarantined") || !strings.Contains(out, "test") {
+		t.Fatalf("unquarantine: %d %q %q", code, out, errs)
+	}
+	if quarantined() {
+		t.Fatal("still quarantined")
+	}
+	if out, _, code := runCLI(t, runTenant, "", "unquarantine", "acme", "--state-dir", dir); code != 0 || !strings.Contains(out, "was not quarantined") {
+		t.Errorf("unquarantine again: %d %q", code, out)
+	}
+	if _, errs, code := runCLI(t, runTenant, "", "unquarantine", "nobody", "--state-dir", dir); code != 1 || !strings.Contains(errs, "no such tenant") {
+		t.Errorf("unquarantine nobody: %d %q", code, errs)
+	}
+}
