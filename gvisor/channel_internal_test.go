@@ -45,12 +45,12 @@ func TestAcceptAgentHearsTheAgentPastSilentCallers(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // poll interval until the listener exists
 		}
 	}
+	// A caller past those heard at once is closed unheard, so its write
+	// may fail (a broken pipe): that is the point, not an error.
 	hello := func(conn net.Conn, tok string) {
-		if err := protocol.WriteFrame(conn, protocol.Frame{Type: protocol.THello, Payload: protocol.Encode(protocol.Hello{
+		protocol.WriteFrame(conn, protocol.Frame{Type: protocol.THello, Payload: protocol.Encode(protocol.Hello{
 			Version: protocol.Version, Agent: "test", PID: os.Getpid(), Token: tok,
-		})}); err != nil {
-			t.Fatal(err)
-		}
+		})})
 	}
 	// More silent callers than are heard at once, and one with a wrong
 	// token; all keep their connections open.
