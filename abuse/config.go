@@ -27,7 +27,9 @@ const (
 // Mining finds a sandbox that keeps its CPU quota busy and prints nothing,
 // or talks to a mining pool.
 type Mining struct {
-	// Window is how long the CPU must stay busy with no output (15 s).
+	// Window is how long the CPU must stay busy with no output (45 s:
+	// long enough that a silent data job of half a minute is not taken
+	// for a miner, short enough to decide within the 60 s bound).
 	Window time.Duration
 	// CPUFraction is the share of the sandbox's CPU quota that counts as
 	// busy (0.75: a spinner on a contended host gets less than all of it).
@@ -97,7 +99,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	def(&c.Interval, time.Second)
-	def(&c.Mining.Window, 15*time.Second)
+	def(&c.Mining.Window, 45*time.Second)
 	def(&c.Scanning.Window, 10*time.Second)
 	def(&c.ForkBomb.Window, 10*time.Second)
 	def(&c.DNSTunnel.Window, 30*time.Second)

@@ -153,12 +153,12 @@ func TestDetectors(t *testing.T) {
 		steps    []step
 		detector string // "" means not flagged
 	}{
-		{"spinner without output", spin(17, false), airlock.DetectorMining},
-		{"busy with progress output", spin(40, true), ""},
-		{"spinner for less than the window", spin(12, false), ""},
+		{"spinner without output", spin(47, false), airlock.DetectorMining},
+		{"busy with progress output", spin(70, true), ""},
+		{"spinner for less than the window", spin(40, false), ""},
 		{"half the quota, no output", func() []step {
 			var s []step
-			for i := 0; i < 40; i++ {
+			for i := 0; i < 70; i++ {
 				s = append(s, step{advance: time.Second, stats: func(s *airlock.Stats) { s.CPUTime += 500 * time.Millisecond }})
 			}
 			return s

@@ -142,10 +142,11 @@ func TestBehavioursInSandboxes(t *testing.T) {
 	addr := n.inet.Addr()
 	cases := []behaviour{
 		{name: "cpu-spinner", code: "while True:\n    pass\n", detector: airlock.DetectorMining},
-		{name: "quiet-sleeper", code: "import time\ntime.sleep(22)\nprint('done')\n"},
+		// Both outlast the mining window (45 s) by a margin.
+		{name: "quiet-sleeper", code: "import time\ntime.sleep(52)\nprint('done')\n"},
 		{name: "legitimate-cpu-job", code: `
 import time, hashlib
-end = time.time() + 25
+end = time.time() + 55
 i = 0
 while time.time() < end:
     h = b"x"

@@ -35,7 +35,7 @@ func (o *abuseOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.pools, "abuse-pools", "", "mining pool domains added to the built-in list (comma-separated)")
 	fs.StringVar(&o.disable, "abuse-disable", "", "detectors that do not run (comma-separated: mining, scanning, fork-bomb, dns-tunnel)")
 	fs.DurationVar(&o.interval, "abuse-interval", time.Second, "how often each sandbox's cgroup statistics are read")
-	fs.DurationVar(&o.miningWin, "abuse-mining-window", 15*time.Second, "mining: how long the CPU stays busy with no output")
+	fs.DurationVar(&o.miningWin, "abuse-mining-window", 45*time.Second, "mining: how long the CPU stays busy with no output")
 	fs.Float64Var(&o.cpuFraction, "abuse-cpu-fraction", 0.75, "mining: share of the sandbox's CPU quota that counts as busy")
 	fs.DurationVar(&o.scanWin, "abuse-scan-window", 10*time.Second, "scanning: the window the refused destinations are counted in")
 	fs.IntVar(&o.scanDistict, "abuse-scan-distinct", 20, "scanning: distinct destinations refused within the window")
