@@ -34,8 +34,10 @@ var ErrWrongKey = fmt.Errorf("%w: it names another data key", ErrCorrupt)
 // Writer seals what is written to it into an underlying writer. Close
 // writes the final chunk; a stream not closed does not open.
 type Writer struct {
-	w      io.Writer
-	aead   interface{ Seal(dst, nonce, p, ad []byte) []byte }
+	w    io.Writer
+	aead interface {
+		Seal(dst, nonce, p, ad []byte) []byte
+	}
 	prefix [prefixSize]byte
 	aad    []byte
 	buf    []byte
@@ -139,8 +141,10 @@ type KeyFunc func(keyID string) ([]byte, error)
 // authenticated; a stream that is damaged anywhere, or ends without its
 // final chunk, gives an error wrapping ErrCorrupt, never io.EOF.
 type Reader struct {
-	r      *bufio.Reader
-	aead   interface{ Open(dst, nonce, c, ad []byte) ([]byte, error) }
+	r    *bufio.Reader
+	aead interface {
+		Open(dst, nonce, c, ad []byte) ([]byte, error)
+	}
 	prefix []byte
 	aad    []byte
 	chunk  int
