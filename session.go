@@ -22,16 +22,20 @@ const (
 	SessionDestroying SessionState = "destroying" // being torn down
 	SessionDestroyed  SessionState = "destroyed"  // gone; EndReason says why
 	SessionFailed     SessionState = "failed"     // the sandbox failed; gone as well
+	// SessionPaused: the sandbox was saved to disk on its node and is
+	// gone (no CPU or memory held); resume restores it.
+	SessionPaused SessionState = "paused"
 )
 
 // SessionStates lists every state in lifecycle order.
-var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionDestroying, SessionDestroyed, SessionFailed}
+var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionPaused, SessionDestroying, SessionDestroyed, SessionFailed}
 
 // sessionMoves is the state machine: the states each state may move to.
 // destroyed and failed are final.
 var sessionMoves = map[SessionState][]SessionState{
 	SessionCreating:   {SessionReady, SessionDestroying, SessionFailed},
-	SessionReady:      {SessionBusy, SessionDestroying, SessionFailed},
+	SessionReady:      {SessionBusy, SessionPaused, SessionDestroying, SessionFailed},
+	SessionPaused:     {SessionReady, SessionDestroying, SessionFailed},
 	SessionBusy:       {SessionReady, SessionDestroying, SessionFailed},
 	SessionDestroying: {SessionDestroyed, SessionFailed},
 }
@@ -79,6 +83,8 @@ const (
 	EndSandboxExited   = "sandbox_exited"   // the sandbox died on its own
 	EndOutOfMemory     = "out_of_memory"    // the sandbox as a whole ran out of memory
 	EndCreateFailed    = "create_failed"    // the sandbox could not be made
+	EndPausedTooLong   = "paused_too_long"  // it stayed paused past the node's maximum
+	EndResumeFailed    = "resume_failed"    // its saved sandbox could not be restored
 )
 
 // SessionSize names a preset of limits; the operator maps each to CPU,
@@ -238,6 +244,8 @@ type Session struct {
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 	EndReason    string     `json:"end_reason,omitempty"` // one of the End* values
 	EndDetail    string     `json:"end_detail,omitempty"`
+	// PausedAt is when a paused session was paused.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// Running lists the programs running now (live sessions only).
 	Running []RunningExec `json:"running,omitempty"`
 }
