@@ -135,3 +135,15 @@ type KeepService interface {
 	ResumeSession(ctx context.Context, tenant *Tenant, id string) (*Session, error)
 	ForkSession(ctx context.Context, tenant *Tenant, id string, req ForkRequest) (*ForkResult, error)
 }
+
+// Pauser is implemented by backends whose Capabilities report Pause: a
+// running sandbox is saved to a directory on this node (its memory and
+// its disk) and ended, and restored from it later, as often as asked.
+type Pauser interface {
+	// Pause saves sb into dir (which must not exist) and ends sb.
+	Pause(ctx context.Context, sb Sandbox, dir string) error
+	// Resume starts a sandbox from a directory Pause made, with spec's ID
+	// (a new one) and the paused sandbox's image and limits. dir is left
+	// as it was: the caller removes it once the resumed sandbox serves.
+	Resume(ctx context.Context, spec SandboxSpec, dir string) (Sandbox, error)
+}
