@@ -65,6 +65,10 @@ func (r *CreateSnapshotRequest) Validate() error {
 // ForkRequest is the body of POST /v1/sessions/{id}/fork.
 type ForkRequest struct {
 	Count int `json:"count"`
+	// IncludeMemory forks the processes too (code contexts with their
+	// variables), each fork reseeded; without it each fork gets a copy of
+	// the workspace in a fresh sandbox.
+	IncludeMemory bool `json:"include_memory,omitempty"`
 }
 
 // MaxForks bounds ForkRequest.Count.
@@ -146,4 +150,10 @@ type Pauser interface {
 	// (a new one) and the paused sandbox's image and limits. dir is left
 	// as it was: the caller removes it once the resumed sandbox serves.
 	Resume(ctx context.Context, spec SandboxSpec, dir string) (Sandbox, error)
+}
+
+// PauseCopier is implemented by Pausers that can copy a paused sandbox,
+// so that several sandboxes resume from one state (fork).
+type PauseCopier interface {
+	CopyPaused(ctx context.Context, src, dst string) error
 }

@@ -124,6 +124,11 @@ type CreateSessionRequest struct {
 	// Isolation asks for a level (see ChooseBackend), as on /v1/execute;
 	// empty means the node's default backend.
 	Isolation Isolation `json:"isolation,omitempty"`
+	// FromSnapshot starts the session with the workspace of one of the
+	// tenant's snapshots. Everything else (image, size, network, broker
+	// scopes, isolation) is what this request asks for, not what the
+	// snapshot's session had; an empty image means the snapshot's.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.

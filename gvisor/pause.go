@@ -81,3 +81,39 @@ func (b *Backend) mountPausedDisk(ctx context.Context, dir, paused, image string
 	}
 	return loopdisk.Mount(ctx, dir, image)
 }
+
+var _ airlock.PauseCopier = (*Backend)(nil)
+
+// CopyPaused makes dst (which must not exist) a second paused sandbox
+// with the same state as src: the checkpoint's files are hard linked
+// (restores only read them) and the disk is copied, sparse, so each copy
+// writes to its own.
+func (b *Backend) CopyPaused(ctx context.Context, src, dst string) error {
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return fmt.Errorf("gvisor: copy paused: %w", err)
+	}
+	fail := func(err error) error {
+		os.RemoveAll(dst)
+		return fmt.Errorf("gvisor: copy paused: %w", err)
+	}
+	ck := filepath.Join(src, pausedCheckpoint)
+	entries, err := os.ReadDir(ck)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.Mkdir(filepath.Join(dst, pausedCheckpoint), 0o700); err != nil {
+		return fail(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return fail(fmt.Errorf("checkpoint entry %s is not a file", e.Name()))
+		}
+		if err := os.Link(filepath.Join(ck, e.Name()), filepath.Join(dst, pausedCheckpoint, e.Name())); err != nil {
+			return fail(err)
+		}
+	}
+	if err := loopdisk.CopySparse(filepath.Join(src, pausedDisk), filepath.Join(dst, pausedDisk)); err != nil {
+		return fail(err)
+	}
+	return ctx.Err()
+}

@@ -65,7 +65,14 @@ func (m *Manager) limitsFor(req airlock.CreateSessionRequest) (airlock.SessionLi
 // gets the session the first one made (created false), waiting for it if
 // it is still being made; the same key with another body is a 422.
 func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string) (*airlock.Session, bool, error) {
+	return m.create(ctx, tenant, req, key, createOpts{})
+}
+
+func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string, opts createOpts) (*airlock.Session, bool, error) {
 	if err := req.Validate(tenant); err != nil {
+		return nil, false, err
+	}
+	if err := m.fromSnapshot(ctx, tenant, &req, &opts); err != nil {
 		return nil, false, err
 	}
 	if key != "" && !airlock.ValidIdempotencyKey(key) {
@@ -112,10 +119,16 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	}
 	// Admission and the backend, within the tenant's isolation floor, as
 	// for every sandbox of the node.
-	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
+	claim := provision.Claim{
 		Kind: provision.Session, Tenant: tenant, Isolation: req.Isolation,
 		Network: netPolicy.HasNetwork(), BrokerScopes: req.BrokerScopes,
-	})
+	}
+	var ticket *provision.Ticket
+	if opts.resumeDir != "" { // a fork with process state: the parent's backend
+		ticket, err = m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
+	} else {
+		ticket, err = m.cfg.Provisioner.Admit(ctx, claim)
+	}
 	if err != nil {
 		release()
 		return nil, false, err
@@ -170,11 +183,25 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	if needNetwork {
 		spec.Network = &airlock.NetworkRequest{TenantID: tenant.ID, SessionID: id, Policy: netPolicy, BrokerScopes: req.BrokerScopes}
 	}
-	lease, err := ticket.Acquire(cctx, spec)
+	var lease *provision.Lease
+	if opts.resumeDir != "" {
+		spec.ID = "ss-" + id + "-" + airlock.NewID()[:6]
+		lease, err = ticket.Resume(cctx, spec, opts.resumeDir)
+	} else {
+		lease, err = ticket.Acquire(cctx, spec)
+	}
+	if err == nil && opts.seed != nil {
+		if err = opts.seed(cctx, lease); err != nil {
+			lease.Destroy(cctx)
+		}
+	}
 	if err != nil {
 		m.cfg.Logger.Error("create session sandbox", "session", id, "err", err)
 		l.mu.Lock()
 		l.rec.EndReason, l.rec.EndDetail = airlock.EndCreateFailed, "the sandbox could not be made"
+		if ae := (*airlock.Error)(nil); errors.As(err, &ae) && ae.Message != "" {
+			l.rec.EndDetail = ae.Message
+		}
 		l.mu.Unlock()
 		m.finish(ctx, l, nil, airlock.SessionFailed)
 		release()
@@ -197,6 +224,9 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	l.rec.LastActiveAt = m.cfg.Now().UTC()
 	m.move(ctx, l, airlock.SessionReady)
 	l.mu.Unlock()
+	if opts.resumeDir != "" {
+		m.restored(cctx, l, true)
+	}
 	go m.watch(l)
 	return m.snapshot(ctx, l), true, nil
 }
@@ -258,6 +288,9 @@ func (m *Manager) Session(ctx context.Context, tenant *airlock.Tenant, id string
 	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
 		return nil, notFound(id)
 	}
+	if err == nil {
+		m.pausedAt(ctx, s)
+	}
 	return s, err
 }
 
@@ -296,6 +329,9 @@ func (m *Manager) DeleteSession(ctx context.Context, tenant *airlock.Tenant, id 
 	l := m.live[id]
 	m.mu.Unlock()
 	if l == nil {
+		if s, ok, err := m.deletePaused(ctx, tenant, id); ok {
+			return s, err
+		}
 		return m.Session(ctx, tenant, id)
 	}
 	l.mu.Lock()

@@ -31,6 +31,7 @@ import (
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
+	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -61,6 +62,11 @@ type Options struct {
 	NetworkAllow func(*airlock.Tenant) []string
 	Limits       airlock.Limits
 	MaxTimeout   time.Duration
+	// BlobDir is where blobs are kept; empty means a new temporary one
+	// (a second stack on the store of a first shares the first's).
+	BlobDir string
+	// MasterKey seals snapshots; nil means a new one.
+	MasterKey *seal.MasterKey
 	// Session adjusts the session manager's config.
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
@@ -77,6 +83,8 @@ type Options struct {
 type Stack struct {
 	Store       *sqlite.DB
 	Blobs       *blobdir.Dir
+	MasterKey   *seal.MasterKey // the snapshots' master key
+	BlobDir     string
 	Images      *image.Store
 	Backend     *gvisor.Backend
 	Provisioner *provision.Provisioner
@@ -121,7 +129,11 @@ func New(t testing.TB, o Options) *Stack {
 		}
 		t.Cleanup(func() { s.Store.Close() })
 	}
-	s.Blobs, err = blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	s.BlobDir = o.BlobDir
+	if s.BlobDir == "" {
+		s.BlobDir = filepath.Join(dir, "blobs")
+	}
+	s.Blobs, err = blobdir.New(blobdir.Config{Dir: s.BlobDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +176,20 @@ func New(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Snapshots, pause and fork, under a master key of the test's.
+	s.MasterKey = o.MasterKey
+	if s.MasterKey == nil {
+		s.MasterKey, _ = seal.GenerateMasterKey()
+	}
+	keys, err := seal.NewKeys(s.Store, s.MasterKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.SessionCfg = session.Config{
 		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Sessions: s.Store,
 		Egress: o.Egress, EgressLog: o.EgressLog, Sizes: SmallSessions, ReapInterval: 200 * time.Millisecond,
 		Logger: s.Logger,
+		Keep:   session.KeepConfig{Store: s.Store, Keys: keys, Blobs: s.Blobs, PauseDir: filepath.Join(dir, "paused")},
 	}
 	if o.Session != nil {
 		o.Session(&s.SessionCfg)

@@ -52,8 +52,15 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// keptMode is what of a mode is kept: the permission bits and sticky.
-const keptMode = fs.ModePerm | fs.ModeSticky
+// tarMode is what of a mode is kept: the permission bits and sticky
+// (never setuid or setgid).
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m & fs.ModePerm)
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
 
 // Write archives the tree under dir into w, in lexical order.
 func Write(ctx context.Context, dir string, w io.Writer, lim Limits) (Stats, error) {
@@ -119,7 +126,7 @@ func (w *writer) dir(d *os.Root, rel string, depth int) error {
 			if err := w.count(); err != nil {
 				return err
 			}
-			if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: int64(fi.Mode() & keptMode & fs.ModePerm), ModTime: fi.ModTime(), Format: tar.FormatPAX}); err != nil {
+			if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: tarMode(fi.Mode()), ModTime: fi.ModTime(), Format: tar.FormatPAX}); err != nil {
 				return err
 			}
 			sub, err := d.OpenRoot(name)
@@ -184,11 +191,7 @@ func (w *writer) file(d *os.Root, name, p string, fi fs.FileInfo) error {
 	if w.st.Bytes+size > w.lim.MaxBytes {
 		return fmt.Errorf("wsarchive: the workspace holds more than %d bytes", w.lim.MaxBytes)
 	}
-	mode := int64(st.Mode() & fs.ModePerm)
-	if st.Mode()&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Size: size, Mode: mode, ModTime: st.ModTime(), Format: tar.FormatPAX}); err != nil {
+	if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Size: size, Mode: tarMode(st.Mode()), ModTime: st.ModTime(), Format: tar.FormatPAX}); err != nil {
 		return err
 	}
 	if w.buf == nil {

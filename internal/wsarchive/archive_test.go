@@ -37,7 +37,7 @@ func tree(t *testing.T, dir string) map[string]string {
 			l, _ := os.Readlink(p)
 			out[rel] = "link " + l
 		case fi.IsDir():
-			out[rel] = "dir " + fi.Mode().Perm().String()
+			out[rel] = "dir " + fi.Mode().String()
 		case !fi.Mode().IsRegular():
 			out[rel] = "other"
 		default:
@@ -62,6 +62,8 @@ func TestRoundTrip(t *testing.T) {
 	must(os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
 	must(os.WriteFile(filepath.Join(src, "empty"), nil, 0o600))
 	must(os.MkdirAll(filepath.Join(src, "empty-dir"), 0o700))
+	must(os.Mkdir(filepath.Join(src, "sticky"), 0o755))
+	must(os.Chmod(filepath.Join(src, "sticky"), 0o777|fs.ModeSticky))
 	deep := src
 	for i := 0; i < 40; i++ {
 		deep = filepath.Join(deep, "d")
