@@ -68,6 +68,7 @@ type options struct {
 	egress         egressOptions
 	api            apiOptions
 	e2b            e2bOptions
+	keep           keepOptions
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	o.egress.register(flag.CommandLine)
 	o.api.register(flag.CommandLine)
 	o.e2b.register(flag.CommandLine)
+	o.keep.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -238,7 +240,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := newSessions(o.sessions, prov, runner, images, store, egressOf(eg), egressLogOf(eg, store), logger)
+	keepCfg, err := o.keep.config(o.stateDir, store, blobs, logger)
+	if err != nil {
+		return err
+	}
+	sessions, err := newSessions(o.sessions, keepCfg, prov, runner, images, store, egressOf(eg), egressLogOf(eg, store), logger)
 	if err != nil {
 		return err
 	}
@@ -313,6 +319,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		LoopbackOnly: loopback,
 		PublicURL:    o.api.publicURL,
 		Sessions:     watched,
+		Keep:         sessions,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,
 		Logger:       logger,
