@@ -249,6 +249,9 @@ func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) 
 	case airlock.SessionCreating:
 		l.mu.Unlock()
 		return nil, nil, airlock.Problem(airlock.ECONFLICT, "session-not-ready", "session %s is still being created", id)
+	case airlock.SessionPaused: // paused while this call waited
+		l.mu.Unlock()
+		return nil, nil, pausedProblem(id)
 	default:
 		rec := l.rec
 		l.mu.Unlock()

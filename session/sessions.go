@@ -313,6 +313,8 @@ func (m *Manager) ListSessions(ctx context.Context, tenant *airlock.Tenant, f ai
 		m.mu.Unlock()
 		if l != nil {
 			s = m.snapshot(ctx, l)
+		} else {
+			m.pausedAt(ctx, s)
 		}
 		page.Sessions = append(page.Sessions, s)
 	}
@@ -335,10 +337,13 @@ func (m *Manager) DeleteSession(ctx context.Context, tenant *airlock.Tenant, id 
 		return m.Session(ctx, tenant, id)
 	}
 	l.mu.Lock()
-	owner := l.rec.TenantID
+	owner, pausing := l.rec.TenantID, l.pausing
 	l.mu.Unlock()
 	if owner != tenant.ID {
 		return nil, notFound(id)
+	}
+	if pausing {
+		return nil, airlock.Problem(airlock.ECONFLICT, "session-pausing", "session %s is being paused or forked; delete it in a moment", id)
 	}
 	if err := m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndDeleted, "deleted through the API"); err != nil {
 		m.cfg.Logger.Error("delete session", "session", id, "err", err)
