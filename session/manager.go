@@ -475,9 +475,10 @@ func (m *Manager) Reap(ctx context.Context) int {
 		st, expires := l.rec.State, l.rec.ExpiresAt
 		idleAt := l.rec.LastActiveAt.Add(time.Duration(l.rec.Limits.IdleTimeoutS) * time.Second)
 		idle := st == airlock.SessionReady && l.inflight == 0 && !now.Before(idleAt)
+		pausing := l.pausing
 		l.mu.Unlock()
 		switch {
-		case st != airlock.SessionReady && st != airlock.SessionBusy:
+		case st != airlock.SessionReady && st != airlock.SessionBusy, pausing:
 		case !now.Before(expires):
 			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndTimeout, "its timeout passed")
 			n++
