@@ -2,6 +2,7 @@ package seal_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -21,5 +22,27 @@ func FuzzReader(f *testing.F) {
 			return
 		}
 		io.Copy(io.Discard, r)
+	})
+}
+
+// FuzzParseMasterKey: any text either parses to a 32-byte key whose ID
+// is stable, or is ErrBadMasterKey.
+func FuzzParseMasterKey(f *testing.F) {
+	_, text := seal.GenerateMasterKey()
+	f.Add(text)
+	f.Add("")
+	f.Add("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := seal.ParseMasterKey(s)
+		if err != nil {
+			if !errors.Is(err, seal.ErrBadMasterKey) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		k2, _ := seal.ParseMasterKey(s)
+		if k.ID() != k2.ID() || len(k.ID()) != 19 {
+			t.Fatalf("id %q %q", k.ID(), k2.ID())
+		}
 	})
 }
