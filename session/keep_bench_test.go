@@ -60,14 +60,15 @@ func TestKeepBenchmark(t *testing.T) {
 			t.Fatal(err)
 		}
 		var pauses, resumes []time.Duration
-		var saved int64
+		var saved, disk int64
 		for i := 0; i < rounds; i++ {
 			start := time.Now()
 			if _, err := c.PauseSession(ctx, sess.ID); err != nil {
 				t.Fatal(err)
 			}
 			pauses = append(pauses, time.Since(start))
-			saved = dirBytes(filepath.Join(s.cfg.Keep.PauseDir, sess.ID))
+			saved = dirBytes(filepath.Join(s.cfg.Keep.PauseDir, sess.ID, "checkpoint"))
+			disk = dirBytes(filepath.Join(s.cfg.Keep.PauseDir, sess.ID, "disk.img"))
 			start = time.Now()
 			if _, err := c.ResumeSession(ctx, sess.ID); err != nil {
 				t.Fatal(err)
@@ -86,8 +87,8 @@ func TestKeepBenchmark(t *testing.T) {
 		start = time.Now()
 		restored := s.create(s.a, airlock.CreateSessionRequest{FromSnapshot: snap.ID})
 		restoreTime := time.Since(start)
-		t.Logf("%s: pause %v, resume to first cell %v (median of %d); paused on disk %.1f MB; snapshot %v, %.1f MB sealed; new session from it %v",
-			tc.name, median(pauses), median(resumes), rounds, float64(saved)/1e6, snapTime, float64(snap.Bytes)/1e6, restoreTime)
+		t.Logf("%s: pause %v, resume to first cell %v (median of %d); paused: checkpoint %.1f MB, disk image %.1f MB allocated; snapshot %v, %.1f MB sealed; new session from it %v",
+			tc.name, median(pauses), median(resumes), rounds, float64(saved)/1e6, float64(disk)/1e6, snapTime, float64(snap.Bytes)/1e6, restoreTime)
 		c.DeleteSession(ctx, restored.ID)
 		c.DeleteSnapshot(ctx, snap.ID)
 		if tc.setup == "" {
