@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -13,6 +14,12 @@ const (
 	// and symlinks: a session made from it boots fresh with that
 	// workspace.
 	SnapshotWorkspace = "workspace"
+	// SnapshotMemory holds the whole sandbox: its processes and memory
+	// (a checkpoint) and its disk. A session made from it goes on from
+	// that state, reseeded like a fork; it restores only on a node with
+	// the same backend and runtime version, for the same image and size,
+	// and without a network.
+	SnapshotMemory = "memory"
 )
 
 // Snapshot is a tenant's saved workspace, stored sealed (encrypted under
@@ -31,6 +38,7 @@ type Snapshot struct {
 	SHA256    string    `json:"sha256"`
 	Entries   int64     `json:"entries"`
 	KeyID     string    `json:"-"` // the tenant data key that sealed it
+	Runtime   string    `json:"-"` // memory snapshots: backend and snapshot version
 	BlobKey   string    `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -41,8 +49,8 @@ func SnapshotBlobKey(tenantID, id string) string { return "snapshots/" + tenantI
 // CreateSnapshotRequest is the body of POST /v1/sessions/{id}/snapshots.
 type CreateSnapshotRequest struct {
 	Name string `json:"name,omitempty"`
-	// IncludeMemory asks for the process state as well. Not offered by
-	// this node: such a request is refused (memory-snapshot-unsupported).
+	// IncludeMemory saves the process state as well (SnapshotMemory),
+	// with the cloning risks of base snapshots: restores are reseeded.
 	IncludeMemory bool `json:"include_memory,omitempty"`
 }
 
@@ -55,9 +63,6 @@ func (r *CreateSnapshotRequest) Validate() error {
 		if c < 0x20 || c == 0x7f {
 			return Problem(EINVALID, "invalid-snapshot-name", "name must not contain control characters")
 		}
-	}
-	if r.IncludeMemory {
-		return Problem(EUNPROCESSABLE, "memory-snapshot-unsupported", "snapshots with process state (include_memory) are not offered by this node; take a workspace snapshot, or pause the session to keep its processes")
 	}
 	return nil
 }
@@ -156,4 +161,14 @@ type Pauser interface {
 // so that several sandboxes resume from one state (fork).
 type PauseCopier interface {
 	CopyPaused(ctx context.Context, src, dst string) error
+}
+
+// PauseArchiver is implemented by Pausers that can write a paused
+// sandbox as one stream and make a paused sandbox from such a stream
+// (memory snapshots).
+type PauseArchiver interface {
+	WritePaused(ctx context.Context, dir string, w io.Writer) error
+	// ReadPaused makes dir (which must not exist) from a stream
+	// WritePaused wrote; anything else is an error.
+	ReadPaused(ctx context.Context, r io.Reader, dir string) error
 }

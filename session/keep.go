@@ -94,6 +94,8 @@ type createOpts struct {
 	// taken over and reseeded.
 	resumeDir string
 	backend   string
+	// cleanup, if set, runs once the session is made (or not).
+	cleanup func()
 }
 
 func pausedProblem(id string) error {
@@ -126,6 +128,9 @@ func (m *Manager) CreateSnapshot(ctx context.Context, tenant *airlock.Tenant, id
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err
+	}
+	if req.IncludeMemory {
+		return m.createMemorySnapshot(ctx, tenant, id, req)
 	}
 	l, end, err := m.begin(ctx, tenant, id)
 	if err != nil {
@@ -277,6 +282,9 @@ func (m *Manager) fromSnapshot(ctx context.Context, tenant *airlock.Tenant, req 
 	snap, err := m.cfg.Keep.Store.Snapshot(ctx, tenant.ID, req.FromSnapshot)
 	if err != nil {
 		return err
+	}
+	if snap.Kind == airlock.SnapshotMemory {
+		return m.fromMemorySnapshot(ctx, tenant, snap, req, opts)
 	}
 	if req.Image == "" {
 		req.Image = snap.Image

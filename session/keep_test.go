@@ -177,8 +177,6 @@ func TestSnapshotSafety(t *testing.T) {
 	if page, err := a.ListSnapshots(ctx, "", 0); err != nil || len(page.Snapshots) != 1 || page.Snapshots[0].ID != snap.ID {
 		t.Fatalf("list: %+v %v", page, err)
 	}
-	_, err = a.CreateSnapshot(ctx, sess.ID, airlock.CreateSnapshotRequest{IncludeMemory: true})
-	wantProblem(t, "memory snapshot", err, 422, "memory-snapshot-unsupported")
 
 	// Over the quota: a workspace larger than it.
 	s.shell(s.a, sess.ID, "head -c 200000 /dev/urandom > big")
@@ -388,4 +386,72 @@ func TestPauseSurvivesRestart(t *testing.T) {
 		t.Errorf("pauses left: %v", pauses)
 	}
 	_ = fmt.Sprint()
+}
+
+// A snapshot with process state: the session goes on; sessions made from
+// it have its variables and files, and each its own random numbers; a
+// flipped byte is refused; the request's network is refused, not taken
+// from the snapshot.
+func TestMemorySnapshot(t *testing.T) {
+	s := newStack(t, nil)
+	ctx := ctxFor(t, 5*time.Minute)
+	c := s.a.c
+	sess := s.create(s.a, airlock.CreateSessionRequest{TimeoutS: 900})
+	s.shell(s.a, sess.ID, "echo saved > f.txt")
+	py, err := c.CreateContext(ctx, sess.ID, airlock.ContextPython)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "import random, uuid\nv = 'kept'\nrandom.seed(7)"}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.CreateSnapshot(ctx, sess.ID, airlock.CreateSnapshotRequest{IncludeMemory: true, Name: "mem"})
+	if err != nil {
+		t.Fatalf("memory snapshot: %v", err)
+	}
+	if snap.Kind != airlock.SnapshotMemory || snap.Bytes == 0 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	// The session goes on, its state untouched.
+	if r, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "print(v)"}); err != nil || r.Stdout != "kept\n" {
+		t.Fatalf("the session after its memory snapshot: %+v %v", r, err)
+	}
+	seen := map[string]bool{}
+	var made []string
+	for i := 0; i < 2; i++ {
+		got := s.create(s.a, airlock.CreateSessionRequest{FromSnapshot: snap.ID})
+		made = append(made, got.ID)
+		r, err := c.RunCell(ctx, got.ID, py.ID, airlock.RunCellRequest{Code: "print(v, random.random(), uuid.uuid4(), open('f.txt').read().strip())"})
+		if err != nil || r.Error != nil {
+			t.Fatalf("restored %d: %+v %v", i, r, err)
+		}
+		f := strings.Fields(r.Stdout)
+		if len(f) != 4 || f[0] != "kept" || f[3] != "saved" {
+			t.Fatalf("restored %d printed %q", i, r.Stdout)
+		}
+		for _, x := range f[1:3] {
+			if seen[x] {
+				t.Errorf("restored %d drew %s again", i, x)
+			}
+			seen[x] = true
+		}
+	}
+	_, _, err = c.CreateSession(ctx, airlock.CreateSessionRequest{FromSnapshot: snap.ID, Network: &airlock.NetworkPolicy{Mode: airlock.NetworkAllowList, Allow: []string{"example.com"}}})
+	wantProblem(t, "with a network", err, 400, "snapshot-mismatch")
+	_, _, err = s.b.c.CreateSession(ctx, airlock.CreateSessionRequest{FromSnapshot: snap.ID})
+	wantProblem(t, "another tenant's", err, 404, "snapshot-not-found")
+	blob := s.blobFile(snap)
+	orig, _ := os.ReadFile(blob)
+	d := append([]byte{}, orig...)
+	d[len(d)/3] ^= 0x10
+	os.WriteFile(blob, d, 0o600)
+	_, _, err = c.CreateSession(ctx, airlock.CreateSessionRequest{FromSnapshot: snap.ID})
+	wantProblem(t, "flipped byte", err, 422, "snapshot-damaged")
+	for _, id := range append(made, sess.ID) {
+		c.DeleteSession(ctx, id)
+	}
+	if entries, _ := os.ReadDir(s.cfg.Keep.PauseDir); len(entries) != 0 {
+		t.Errorf("left in the pause directory: %v", entries)
+	}
+	s.checkClean()
 }

@@ -75,6 +75,9 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	if err := m.fromSnapshot(ctx, tenant, &req, &opts); err != nil {
 		return nil, false, err
 	}
+	if opts.cleanup != nil {
+		defer opts.cleanup()
+	}
 	if key != "" && !airlock.ValidIdempotencyKey(key) {
 		return nil, false, airlock.Problem(airlock.EINVALID, "invalid-idempotency-key", "Idempotency-Key must be 1 to %d printable ASCII characters without spaces", airlock.MaxIdempotencyKeyBytes)
 	}

@@ -87,13 +87,13 @@ func (db *DB) RewrapTenantKey(ctx context.Context, tenantID, id, oldMasterKeyID,
 
 // Snapshots.
 
-const snapshotColumns = `id, tenant_id, session_id, name, kind, image, size, bytes, sha256, entries, key_id, blob_key, created_at`
+const snapshotColumns = `id, tenant_id, session_id, name, kind, image, size, bytes, sha256, entries, key_id, blob_key, created_at, runtime`
 
 func scanSnapshot(row interface{ Scan(...any) error }) (*airlock.Snapshot, error) {
 	var s airlock.Snapshot
 	var created int64
 	if err := row.Scan(&s.ID, &s.TenantID, &s.SessionID, &s.Name, &s.Kind, &s.Image, &s.Size, &s.Bytes, &s.SHA256,
-		&s.Entries, &s.KeyID, &s.BlobKey, &created); err != nil {
+		&s.Entries, &s.KeyID, &s.BlobKey, &created, &s.Runtime); err != nil {
 		return nil, err
 	}
 	s.CreatedAt = fromNanos(created)
@@ -105,8 +105,8 @@ func (db *DB) CreateSnapshot(ctx context.Context, s *airlock.Snapshot) error {
 	if s.ID == "" || s.TenantID == "" || s.BlobKey == "" {
 		return airlock.Errorf(airlock.EINVALID, "snapshot id, tenant and blob are required")
 	}
-	_, err := db.write.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.TenantID, s.SessionID, s.Name, s.Kind, s.Image, string(s.Size), s.Bytes, s.SHA256, s.Entries, s.KeyID, s.BlobKey, nanos(s.CreatedAt))
+	_, err := db.write.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.TenantID, s.SessionID, s.Name, s.Kind, s.Image, string(s.Size), s.Bytes, s.SHA256, s.Entries, s.KeyID, s.BlobKey, nanos(s.CreatedAt), s.Runtime)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(s.TenantID)

@@ -28,7 +28,8 @@ CREATE TABLE snapshots (
 	tenant_id  TEXT    NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
 	session_id TEXT    NOT NULL,
 	name       TEXT    NOT NULL DEFAULT '',
-	kind       TEXT    NOT NULL CHECK (kind IN ('workspace')),
+	kind       TEXT    NOT NULL CHECK (kind IN ('workspace', 'memory')),
+	runtime    TEXT    NOT NULL DEFAULT '', -- memory snapshots: backend and its snapshot version
 	image      TEXT    NOT NULL,
 	size       TEXT    NOT NULL,
 	bytes      INTEGER NOT NULL,
