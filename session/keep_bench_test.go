@@ -91,6 +91,17 @@ func TestKeepBenchmark(t *testing.T) {
 			tc.name, median(pauses), median(resumes), rounds, float64(saved)/1e6, float64(disk)/1e6, snapTime, float64(snap.Bytes)/1e6, restoreTime)
 		c.DeleteSession(ctx, restored.ID)
 		c.DeleteSnapshot(ctx, snap.ID)
+		start = time.Now()
+		mem, err := c.CreateSnapshot(ctx, sess.ID, airlock.CreateSnapshotRequest{IncludeMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		memTime := time.Since(start)
+		start = time.Now()
+		fromMem := s.create(s.a, airlock.CreateSessionRequest{FromSnapshot: mem.ID})
+		t.Logf("%s: memory snapshot %v, %.1f MB sealed; new session from it %v", tc.name, memTime, float64(mem.Bytes)/1e6, time.Since(start))
+		c.DeleteSession(ctx, fromMem.ID)
+		c.DeleteSnapshot(ctx, mem.ID)
 		if tc.setup == "" {
 			for _, n := range []int{1, 4, 8} {
 				for _, mem := range []bool{true, false} {
