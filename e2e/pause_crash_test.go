@@ -83,6 +83,17 @@ func TestPauseSurvivesKill(t *testing.T) {
 	if err != nil || r.Stdout != "42 work\n" {
 		t.Fatalf("after resume: %+v %v", r, err)
 	}
+	// The resumed session is an ordinary live one: it survives the next
+	// kill -9 as any other, its sandbox reattached.
+	d2.kill(t)
+	d3 := startDaemon(t, bin, args)
+	daemons = append(daemons, d3)
+	d2 = d3
+	c = newClient(t, d3.url, key)
+	r, err = c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "print(x + 1)"})
+	if err != nil || r.Stdout != "43\n" {
+		t.Fatalf("after resume and another kill -9: %+v %v\n%s", r, err, d3.logs())
+	}
 	restored, _, err := c.CreateSession(ctx, airlock.CreateSessionRequest{FromSnapshot: snap.ID})
 	if err != nil {
 		t.Fatalf("restore a snapshot of the first process: %v", err)

@@ -201,7 +201,7 @@ func (m *Manager) resumeInPlace(ctx context.Context, tenant *airlock.Tenant, l *
 		var t *provision.Ticket
 		if t, err = m.cfg.Provisioner.AdmitOn(cctx, provision.Claim{Kind: provision.Session, Tenant: tenant}, backend); err == nil {
 			lease, err = t.Resume(cctx, provision.Spec{
-				ID: "ss-" + rec.ID + "-" + airlock.NewID()[:6], Image: img, Limits: sandboxLimits(rec.Limits),
+				ID: restoredID(rec.ID), Image: img, Limits: sandboxLimits(rec.Limits),
 				Labels: map[string]string{"airlock.session": rec.ID, "airlock.tenant": tenant.ID},
 			}, dir)
 		}

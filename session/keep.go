@@ -521,7 +521,7 @@ func (m *Manager) ResumeSession(ctx context.Context, tenant *airlock.Tenant, id 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
 	defer cancel()
 	lease, err := ticket.Resume(cctx, provision.Spec{
-		ID: "ss-" + id + "-" + airlock.NewID()[:6], Image: img, Limits: sandboxLimits(rec.Limits),
+		ID: restoredID(id), Image: img, Limits: sandboxLimits(rec.Limits),
 		Labels: map[string]string{"airlock.session": id, "airlock.tenant": tenant.ID},
 	}, p.Dir)
 	if err != nil {
@@ -672,3 +672,10 @@ func (m *Manager) reapPaused(ctx context.Context, now time.Time) int {
 }
 
 var _ airlock.KeepService = (*Manager)(nil)
+
+// restoredID names a sandbox restored for session id (each restore makes
+// a new one): no longer than the "ss-" + id of a fresh one, since its
+// channel socket's path must stay within the 108 bytes of a unix address.
+func restoredID(id string) string {
+	return "ss-" + id[:min(len(id), 16)] + "-" + airlock.NewID()[:8]
+}

@@ -455,3 +455,24 @@ func TestMemorySnapshot(t *testing.T) {
 	}
 	s.checkClean()
 }
+
+// A session paused for longer than the node's maximum is ended by the
+// reaper and what was saved of it removed.
+func TestPausedTooLong(t *testing.T) {
+	s := newStack(t, func(c *session.Config) { c.Keep.MaxPausedAge = time.Millisecond })
+	ctx := ctxFor(t, 2*time.Minute)
+	c := s.a.c
+	sess := s.create(s.a, airlock.CreateSessionRequest{Image: "base"})
+	if _, err := c.PauseSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the reaper to end the paused session", func() bool {
+		got, err := c.Session(ctx, sess.ID)
+		return err == nil && got.State == airlock.SessionDestroyed && got.EndReason == airlock.EndPausedTooLong
+	})
+	if entries, _ := os.ReadDir(s.cfg.Keep.PauseDir); len(entries) != 0 {
+		t.Errorf("left in the pause directory: %v", entries)
+	}
+	_, err := c.ResumeSession(ctx, sess.ID)
+	wantProblem(t, "resume after the end", err, 409, "session-ended")
+}

@@ -188,7 +188,7 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	}
 	var lease *provision.Lease
 	if opts.resumeDir != "" {
-		spec.ID = "ss-" + id + "-" + airlock.NewID()[:6]
+		spec.ID = restoredID(id)
 		lease, err = ticket.Resume(cctx, spec, opts.resumeDir)
 	} else {
 		lease, err = ticket.Acquire(cctx, spec)
