@@ -22,16 +22,20 @@ const (
 	SessionDestroying SessionState = "destroying" // being torn down
 	SessionDestroyed  SessionState = "destroyed"  // gone; EndReason says why
 	SessionFailed     SessionState = "failed"     // the sandbox failed; gone as well
+	// SessionPaused: the sandbox was saved to disk on its node and is
+	// gone (no CPU or memory held); resume restores it.
+	SessionPaused SessionState = "paused"
 )
 
 // SessionStates lists every state in lifecycle order.
-var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionDestroying, SessionDestroyed, SessionFailed}
+var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionPaused, SessionDestroying, SessionDestroyed, SessionFailed}
 
 // sessionMoves is the state machine: the states each state may move to.
 // destroyed and failed are final.
 var sessionMoves = map[SessionState][]SessionState{
 	SessionCreating:   {SessionReady, SessionDestroying, SessionFailed},
-	SessionReady:      {SessionBusy, SessionDestroying, SessionFailed},
+	SessionReady:      {SessionBusy, SessionPaused, SessionDestroying, SessionFailed},
+	SessionPaused:     {SessionReady, SessionDestroying, SessionFailed},
 	SessionBusy:       {SessionReady, SessionDestroying, SessionFailed},
 	SessionDestroying: {SessionDestroyed, SessionFailed},
 }
@@ -79,6 +83,8 @@ const (
 	EndSandboxExited   = "sandbox_exited"   // the sandbox died on its own
 	EndOutOfMemory     = "out_of_memory"    // the sandbox as a whole ran out of memory
 	EndCreateFailed    = "create_failed"    // the sandbox could not be made
+	EndPausedTooLong   = "paused_too_long"  // it stayed paused past the node's maximum
+	EndResumeFailed    = "resume_failed"    // its saved sandbox could not be restored
 	// An abuse detector killed the sandbox: AbuseReason(detector), e.g.
 	// "abuse:mining" (see AbusePrefix).
 )
@@ -120,6 +126,11 @@ type CreateSessionRequest struct {
 	// Isolation asks for a level (see ChooseBackend), as on /v1/execute;
 	// empty means the node's default backend.
 	Isolation Isolation `json:"isolation,omitempty"`
+	// FromSnapshot starts the session with the workspace of one of the
+	// tenant's snapshots. Everything else (image, size, network, broker
+	// scopes, isolation) is what this request asks for, not what the
+	// snapshot's session had; an empty image means the snapshot's.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.
@@ -240,6 +251,8 @@ type Session struct {
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 	EndReason    string     `json:"end_reason,omitempty"` // one of the End* values
 	EndDetail    string     `json:"end_detail,omitempty"`
+	// PausedAt is when a paused session was paused.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// Running lists the programs running now (live sessions only).
 	Running []RunningExec `json:"running,omitempty"`
 }

@@ -21,10 +21,12 @@ func TestSessionTransitions(t *testing.T) {
 		dg = airlock.SessionDestroying
 		dd = airlock.SessionDestroyed
 		f  = airlock.SessionFailed
+		p  = airlock.SessionPaused
 	)
 	allowed := map[[2]airlock.SessionState]bool{
 		{c, r}: true, {c, dg}: true, {c, f}: true,
-		{r, b}: true, {r, dg}: true, {r, f}: true,
+		{r, b}: true, {r, dg}: true, {r, f}: true, {r, p}: true,
+		{p, r}: true, {p, dg}: true, {p, f}: true,
 		{b, r}: true, {b, dg}: true, {b, f}: true,
 		{dg, dd}: true, {dg, f}: true,
 	}
@@ -49,14 +51,14 @@ func TestSessionTransitions(t *testing.T) {
 		}
 	}
 	for _, s := range airlock.SessionStates {
-		if s.Final() == s.Live() && s != dg {
+		if s.Final() == s.Live() && s != dg && s != p {
 			t.Errorf("%s: final %v, live %v", s, s.Final(), s.Live())
 		}
 		if s.Final() && len(allowedFrom(allowed, s)) != 0 {
 			t.Errorf("final state %s has moves", s)
 		}
 	}
-	if airlock.SessionState("paused").Valid() || airlock.SessionState("paused").Transition(r) == nil {
+	if airlock.SessionState("sleeping").Valid() || airlock.SessionState("sleeping").Transition(r) == nil {
 		t.Error("an unknown state is valid")
 	}
 }

@@ -53,7 +53,7 @@ func (b *Backend) Name() string { return "gvisor" }
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
 		Snapshot:          true,
-		Pause:             false,
+		Pause:             true, // pause.go: checkpoint and disk kept on the node
 		HardwareIsolation: false,
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
@@ -72,6 +72,12 @@ func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock
 }
 
 func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from string) (airlock.Sandbox, error) {
+	return b.createWith(ctx, spec, from, "")
+}
+
+// createWith makes a sandbox; disk, when set, is the disk image of a
+// paused sandbox to mount instead of a fresh one (see pause.go).
+func (b *Backend) createWith(ctx context.Context, spec airlock.SandboxSpec, from, disk string) (airlock.Sandbox, error) {
 	if !validID.MatchString(spec.ID) {
 		return nil, fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
 	}
@@ -97,6 +103,7 @@ func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from str
 		dir:    filepath.Join(b.cfg.sandboxesDir(), spec.ID),
 		cgroup: b.cgroupPath(spec.ID),
 		exited: make(chan struct{}),
+		disk:   disk,
 	}
 	b.mu.Lock()
 	if _, dup := b.live[spec.ID]; dup {

@@ -19,5 +19,7 @@
 // loop-mounted ext4 file system that backs /workspace and /tmp, and wall
 // time by the caller destroying the sandbox. The package owns the runsc
 // state directory, the per-sandbox run directories and the cgroups under
-// its parent; it must not touch anything else on the host.
+// its parent, and the format of a paused sandbox (pause.go,
+// pausearchive.go) in a directory its caller names; it must not touch
+// anything else on the host.
 package gvisor

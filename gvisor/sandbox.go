@@ -31,6 +31,7 @@ type Sandbox struct {
 	cgroup string
 	labels map[string]string
 	env    []string // the agent's, from the OCI spec (nil when reattached)
+	disk   string   // a paused sandbox's disk image to mount (resume), or ""
 
 	agent   *protocol.Client
 	started bool          // runsc made the container: destroy must delete it
@@ -92,21 +93,21 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 	if err != nil {
 		return err
 	}
-	if err := s.b.mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
+	workspace, tmp := filepath.Join(disk, "workspace"), filepath.Join(disk, "tmp")
+	if s.disk != "" {
+		// Resume: the paused sandbox's disk, with its workspace and /tmp
+		// as they were (a hard link: the paused copy stays until the
+		// resume has succeeded).
+		if err := s.b.mountPausedDisk(ctx, disk, s.disk, filepath.Join(s.dir, "disk.img")); err != nil {
+			return err
+		}
+	} else if err := s.b.mountDisk(ctx, disk, filepath.Join(s.dir, "disk.img"), spec.Limits.DiskBytes); err != nil {
 		return err
 	}
-	workspace, tmp := filepath.Join(disk, "workspace"), filepath.Join(disk, "tmp")
-	if err := os.Mkdir(workspace, 0o755); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	if err := os.Chown(workspace, SandboxUID, SandboxUID); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	if err := os.Mkdir(tmp, 0o1777); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o1777|os.ModeSticky); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
+	if s.disk == "" { // a resumed disk has both as the paused sandbox left them
+		if err := makeDiskDirs(workspace, tmp); err != nil {
+			return err
+		}
 	}
 
 	if err := s.b.cgroups.Create(s.cgroup, cgroups.Limits{
@@ -156,6 +157,24 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail(logDone))
 	}
 	return giveChannel(hctx, s.agent, token)
+}
+
+// makeDiskDirs makes a fresh disk's workspace (the sandbox user's) and
+// /tmp (sticky, for everyone).
+func makeDiskDirs(workspace, tmp string) error {
+	if err := os.Mkdir(workspace, 0o755); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Chown(workspace, SandboxUID, SandboxUID); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o1777); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o1777|os.ModeSticky); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	return nil
 }
 
 // runDetached runs `runsc run --detach` (or restore) with pipes of its

@@ -38,6 +38,11 @@ func TestOpenAPISessionSchemasMatchTypes(t *testing.T) {
 		{"CellError", airlock.CellError{}},
 		{"CellOutput", airlock.CellOutput{}},
 		{"CellResult", airlock.CellResult{}},
+		{"Snapshot", airlock.Snapshot{}},
+		{"SnapshotPage", airlock.SnapshotPage{}},
+		{"CreateSnapshotRequest", airlock.CreateSnapshotRequest{}},
+		{"ForkRequest", airlock.ForkRequest{}},
+		{"ForkResult", airlock.ForkResult{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {
@@ -60,7 +65,7 @@ func TestOpenAPISessionSchemasMatchTypes(t *testing.T) {
 			// Go field has no omitempty; responses are held to the tags.
 			if tt.schema != "CreateSessionRequest" && tt.schema != "SessionExecRequest" &&
 				tt.schema != "RunCellRequest" && tt.schema != "CreateContextRequest" && tt.schema != "ExtendRequest" &&
-				tt.schema != "SignalRequest" && !slices.Equal(required, always) {
+				tt.schema != "SignalRequest" && tt.schema != "CreateSnapshotRequest" && tt.schema != "ForkRequest" && !slices.Equal(required, always) {
 				t.Errorf("schema required %v, Go fields without omitempty %v", required, always)
 			}
 		})

@@ -56,4 +56,12 @@ var routes = []route{
 	{http.MethodDelete, "/v1/sessions/{id}/contexts/{cid}", (*Server).deleteContext, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/restart", (*Server).restartContext, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/run", (*Server).runCell, authBearer},
+	// Snapshots, pause and resume, fork (keep.go).
+	{http.MethodPost, "/v1/sessions/{id}/snapshots", (*Server).createSnapshot, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/pause", (*Server).pauseSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/resume", (*Server).resumeSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/fork", (*Server).forkSession, authBearer},
+	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
+	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
+	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// Sessions serves /v1/sessions and everything under it; nil answers
 	// 501 sessions-disabled.
 	Sessions airlock.SessionService
+	// Keep serves snapshots, pause and resume, and fork; nil means
+	// Sessions when it offers them too, else 501 keep-disabled.
+	Keep airlock.KeepService
 	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
 	// audit log of one-shot runs; nil means Store, when it keeps the log
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log

@@ -65,6 +65,7 @@ func (t *tools) register(srv *sdk.Server) {
 			"broker_scopes":   {desc: "Credential broker scopes the session's code may call (configured by the operator). Usually empty."},
 			"isolation":       {desc: "Isolation level, as for run_code. Omit unless told otherwise.", enum: enumOf(airlock.Isolations)},
 			"idempotency_key": {desc: "A unique string for this creation: retrying with the same key and input returns the same session instead of a second one."},
+			"from_snapshot":   {desc: "Start with the workspace of one of your snapshots (its ID). Usually empty."},
 		}),
 		OutputSchema: schemaOf[airlock.Session]("The session, as GET /v1/sessions/{id} returns it.", nil),
 		Annotations:  &sdk.ToolAnnotations{Title: "Create a session", OpenWorldHint: closed, DestructiveHint: ptr(false)},

@@ -75,6 +75,10 @@ type Config struct {
 	// sessions (5 s).
 	ReapInterval time.Duration
 
+	// Keep turns on snapshots, pause and resume, and fork (keep.go);
+	// without a Store they are refused (keep-unavailable).
+	Keep KeepConfig
+
 	Logger *slog.Logger
 	Now    func() time.Time
 	NewID  func() string
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProcessMemory <= 0 || c.ProcessMemory > 1 {
 		return fmt.Errorf("session: process memory share must be in (0, 1]")
+	}
+	if err := c.Keep.validate(); err != nil {
+		return err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -13,7 +13,11 @@
 // tenant and Idempotency-Key, waiting for the first creator), files and
 // code contexts, the reaper (timeouts and idle timeouts), letting go of
 // sessions at a clean stop (Detach) and taking them back at the next
-// start (Recover: reattached by ID, their running programs adopted).
+// start (Recover: reattached by ID, their running programs adopted), and
+// keeping sessions (keep.go, fork.go, memsnap.go): sealed snapshots of a
+// workspace or a whole sandbox, pause and resume (a paused session is its
+// record and a directory under KeepConfig.PauseDir, which it owns), and
+// fork.
 //
 // It speaks only to the domain interfaces, provision, run and the agent
 // through protocol.Client; it must not know which backend or store it

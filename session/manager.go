@@ -24,6 +24,8 @@ type Manager struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	keep keepState // pauses and resumes (keep.go)
 }
 
 var _ airlock.SessionService = (*Manager)(nil)
@@ -41,6 +43,11 @@ type live struct {
 	// sandbox at a clean stop: calls end, programs go on.
 	detached     chan struct{}
 	detachedOnce sync.Once
+	// unwatch is closed when the session's sandbox is let go of on
+	// purpose (pause): its end is then no failure. pausing refuses calls
+	// meanwhile.
+	unwatch chan struct{}
+	pausing bool
 }
 
 // sb is the session's sandbox (nil while creating).
@@ -81,6 +88,7 @@ func newLive(rec airlock.Session) *live {
 		contexts: map[string]*codeContext{},
 		ended:    make(chan struct{}),
 		detached: make(chan struct{}),
+		unwatch:  make(chan struct{}),
 	}
 }
 
@@ -214,6 +222,9 @@ func (m *Manager) lookup(ctx context.Context, tenant *airlock.Tenant, id string)
 	if err != nil {
 		return nil, err
 	}
+	if s.State == airlock.SessionPaused {
+		return nil, pausedProblem(id)
+	}
 	if s.State.Live() {
 		if closed {
 			return nil, shuttingDown()
@@ -238,6 +249,9 @@ func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) 
 	case airlock.SessionCreating:
 		l.mu.Unlock()
 		return nil, nil, airlock.Problem(airlock.ECONFLICT, "session-not-ready", "session %s is still being created", id)
+	case airlock.SessionPaused: // paused while this call waited
+		l.mu.Unlock()
+		return nil, nil, pausedProblem(id)
 	default:
 		rec := l.rec
 		l.mu.Unlock()
@@ -248,6 +262,10 @@ func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) 
 		l.mu.Unlock()
 		return nil, nil, shuttingDown()
 	default:
+	}
+	if l.pausing {
+		l.mu.Unlock()
+		return nil, nil, airlock.Problem(airlock.ECONFLICT, "session-pausing", "session %s is being paused", id)
 	}
 	m.enter(ctx, l)
 	l.mu.Unlock()
@@ -412,9 +430,9 @@ func joinDetail(a, b string) string {
 
 // watch fails a session whose sandbox exits on its own.
 func (m *Manager) watch(l *live) {
-	sb := l.sb()
 	wd := m.cfg.Runner.Watchdog()
 	l.mu.Lock()
+	sb, unwatch := l.sb(), l.unwatch
 	watched := airlock.Watched{Sandbox: sb, TenantID: l.rec.TenantID, SessionID: l.rec.ID, Limits: sandboxLimits(l.rec.Limits)}
 	l.mu.Unlock()
 	defer wd.Watch(watched)()
@@ -423,6 +441,8 @@ func (m *Manager) watch(l *live) {
 	case <-l.ended:
 		return
 	case <-l.detached:
+		return
+	case <-unwatch:
 		return
 	}
 	reason, detail := airlock.EndSandboxExited, "the sandbox exited on its own"
@@ -467,9 +487,10 @@ func (m *Manager) Reap(ctx context.Context) int {
 		st, expires := l.rec.State, l.rec.ExpiresAt
 		idleAt := l.rec.LastActiveAt.Add(time.Duration(l.rec.Limits.IdleTimeoutS) * time.Second)
 		idle := st == airlock.SessionReady && l.inflight == 0 && !now.Before(idleAt)
+		pausing := l.pausing
 		l.mu.Unlock()
 		switch {
-		case st != airlock.SessionReady && st != airlock.SessionBusy:
+		case st != airlock.SessionReady && st != airlock.SessionBusy, pausing:
 		case !now.Before(expires):
 			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndTimeout, "its timeout passed")
 			n++
@@ -478,6 +499,7 @@ func (m *Manager) Reap(ctx context.Context) int {
 			n++
 		}
 	}
+	n += m.reapPaused(ctx, now)
 	if k, err := m.cfg.Sessions.DeleteExpiredIdempotencyKeys(ctx, now); err != nil {
 		m.cfg.Logger.Error("drop expired idempotency keys", "err", err)
 	} else if k > 0 {

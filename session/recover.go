@@ -18,6 +18,7 @@ type Recovery struct {
 	Ended       int // sessions recorded as ended (see their end reasons)
 	Adopted     int // programs that ran on and whose records continue
 	Interrupted int // runs recorded as interrupted
+	Paused      int // paused sessions left paused, for a resume
 }
 
 // recoverParallel is how many sessions are reattached at once.
@@ -69,6 +70,7 @@ func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
 			rep.Ended += r.Ended
 			rep.Adopted += r.Adopted
 			rep.Interrupted += r.Interrupted
+			rep.Paused += r.Paused
 			if err != nil {
 				errs = append(errs, fmt.Errorf("session %s: %w", s.ID, err))
 			}
@@ -88,6 +90,9 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionFailed, "the server restarted while the session was being created")
 	case airlock.SessionDestroying:
 		return Recovery{Ended: 1}, m.endRecord(ctx, s, airlock.SessionDestroyed, "")
+	case airlock.SessionPaused:
+		// Saved on disk with no sandbox: it waits for a resume (keep.go).
+		return Recovery{Paused: 1}, nil
 	}
 	tenant, err := m.cfg.Store.TenantByID(ctx, s.TenantID)
 	switch {

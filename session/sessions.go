@@ -65,8 +65,18 @@ func (m *Manager) limitsFor(req airlock.CreateSessionRequest) (airlock.SessionLi
 // gets the session the first one made (created false), waiting for it if
 // it is still being made; the same key with another body is a 422.
 func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string) (*airlock.Session, bool, error) {
+	return m.create(ctx, tenant, req, key, createOpts{})
+}
+
+func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string, opts createOpts) (*airlock.Session, bool, error) {
 	if err := req.Validate(tenant); err != nil {
 		return nil, false, err
+	}
+	if err := m.fromSnapshot(ctx, tenant, &req, &opts); err != nil {
+		return nil, false, err
+	}
+	if opts.cleanup != nil {
+		defer opts.cleanup()
 	}
 	if key != "" && !airlock.ValidIdempotencyKey(key) {
 		return nil, false, airlock.Problem(airlock.EINVALID, "invalid-idempotency-key", "Idempotency-Key must be 1 to %d printable ASCII characters without spaces", airlock.MaxIdempotencyKeyBytes)
@@ -114,12 +124,18 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	// for every sandbox of the node.
 	// The session's expiry as recorded below, near enough for the
 	// quotas' Retry-After.
-	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
+	claim := provision.Claim{
 		Kind: provision.Session, Tenant: tenant, Isolation: req.Isolation,
 		Network: netPolicy.HasNetwork(), BrokerScopes: req.BrokerScopes,
 		Limits:   airlock.Limits{CPUs: limits.CPUs, MemoryBytes: limits.MemoryBytes},
 		Deadline: m.cfg.Now().Add(time.Duration(limits.TimeoutS) * time.Second),
-	})
+	}
+	var ticket *provision.Ticket
+	if opts.resumeDir != "" { // a fork with process state: the parent's backend
+		ticket, err = m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
+	} else {
+		ticket, err = m.cfg.Provisioner.Admit(ctx, claim)
+	}
 	if err != nil {
 		release()
 		return nil, false, err
@@ -174,11 +190,25 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	if needNetwork {
 		spec.Network = &airlock.NetworkRequest{TenantID: tenant.ID, SessionID: id, Policy: netPolicy, BrokerScopes: req.BrokerScopes}
 	}
-	lease, err := ticket.Acquire(cctx, spec)
+	var lease *provision.Lease
+	if opts.resumeDir != "" {
+		spec.ID = restoredID(id)
+		lease, err = ticket.Resume(cctx, spec, opts.resumeDir)
+	} else {
+		lease, err = ticket.Acquire(cctx, spec)
+	}
+	if err == nil && opts.seed != nil {
+		if err = opts.seed(cctx, lease); err != nil {
+			lease.Destroy(cctx)
+		}
+	}
 	if err != nil {
 		m.cfg.Logger.Error("create session sandbox", "session", id, "err", err)
 		l.mu.Lock()
 		l.rec.EndReason, l.rec.EndDetail = airlock.EndCreateFailed, "the sandbox could not be made"
+		if ae := (*airlock.Error)(nil); errors.As(err, &ae) && ae.Message != "" {
+			l.rec.EndDetail = ae.Message
+		}
 		l.mu.Unlock()
 		m.finish(ctx, l, nil, airlock.SessionFailed)
 		release()
@@ -201,6 +231,9 @@ func (m *Manager) CreateSession(ctx context.Context, tenant *airlock.Tenant, req
 	l.rec.LastActiveAt = m.cfg.Now().UTC()
 	m.move(ctx, l, airlock.SessionReady)
 	l.mu.Unlock()
+	if opts.resumeDir != "" {
+		m.restored(cctx, l, true)
+	}
 	go m.watch(l)
 	return m.snapshot(ctx, l), true, nil
 }
@@ -262,6 +295,9 @@ func (m *Manager) Session(ctx context.Context, tenant *airlock.Tenant, id string
 	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
 		return nil, notFound(id)
 	}
+	if err == nil {
+		m.pausedAt(ctx, s)
+	}
 	return s, err
 }
 
@@ -284,6 +320,8 @@ func (m *Manager) ListSessions(ctx context.Context, tenant *airlock.Tenant, f ai
 		m.mu.Unlock()
 		if l != nil {
 			s = m.snapshot(ctx, l)
+		} else {
+			m.pausedAt(ctx, s)
 		}
 		page.Sessions = append(page.Sessions, s)
 	}
@@ -300,13 +338,19 @@ func (m *Manager) DeleteSession(ctx context.Context, tenant *airlock.Tenant, id 
 	l := m.live[id]
 	m.mu.Unlock()
 	if l == nil {
+		if s, ok, err := m.deletePaused(ctx, tenant, id); ok {
+			return s, err
+		}
 		return m.Session(ctx, tenant, id)
 	}
 	l.mu.Lock()
-	owner := l.rec.TenantID
+	owner, pausing := l.rec.TenantID, l.pausing
 	l.mu.Unlock()
 	if owner != tenant.ID {
 		return nil, notFound(id)
+	}
+	if pausing {
+		return nil, airlock.Problem(airlock.ECONFLICT, "session-pausing", "session %s is being paused or forked; delete it in a moment", id)
 	}
 	if err := m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndDeleted, "deleted through the API"); err != nil {
 		m.cfg.Logger.Error("delete session", "session", id, "err", err)

@@ -15,11 +15,13 @@ import (
 const sessionUsage = `usage:
   airlock session create [--image NAME] [--size small|medium|large]
                          [--timeout SEC] [--idle-timeout SEC]
-                         [--idempotency-key KEY] [--json]
+                         [--idempotency-key KEY] [--from-snapshot ID] [--json]
   airlock session ls [--all] [--json]
   airlock session show SESSION
   airlock session extend SESSION SEC
   airlock session rm SESSION...
+  airlock session pause|resume SESSION, fork SESSION [--count N] [--memory]
+                         (see 'airlock snapshot help')
 
 Manages sessions: sandboxes kept for many calls (airlock exec, cp, repl)
 until their timeout, their idle timeout or rm.
@@ -37,6 +39,8 @@ flags:
   --timeout SEC           lifetime in seconds (default: the server's, 600)
   --idle-timeout SEC      end after SEC seconds with nothing running
   --idempotency-key KEY   a retry with the same key gets the same session
+  --from-snapshot ID      start with the workspace (or whole sandbox) of a
+                          snapshot (airlock snapshot)
   --url URL, --key KEY    server and API key (default $AIRLOCK_URL and
                           $AIRLOCK_API_KEY, else http://127.0.0.1:8080 and
                           $AIRLOCK_STATE_DIR/default.key)
@@ -63,6 +67,8 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		return runSessionExtend(ctx, args[1:], std)
 	case "rm", "delete":
 		return runSessionRemove(ctx, args[1:], std)
+	case "pause", "resume", "fork": // snapshot.go
+		return runSessionKeep(ctx, args[0], args[1:], std)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, sessionUsage)
 		return nil
@@ -97,6 +103,7 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&timeout, "timeout", 0, "")
 	fs.IntVar(&idle, "idle-timeout", 0, "")
 	fs.StringVar(&key, "idempotency-key", "", "")
+	fs.StringVar(&req.FromSnapshot, "from-snapshot", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)

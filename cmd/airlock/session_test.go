@@ -136,3 +136,46 @@ func TestOpensBlock(t *testing.T) {
 		}
 	}
 }
+
+// snapshot create, session create --from-snapshot, pause, resume, fork,
+// snapshot ls and rm through the CLI.
+func TestSnapshotCommands(t *testing.T) {
+	url, key := sessionServer(t)
+	srv := []string{"--url", url, "--key", key}
+	out, _, code := cli(t, runSession, "", append([]string{"create", "--image", "base"}, srv...)...)
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d", code)
+	}
+	cli(t, runExec, "", append(srv, "--shell", id, "echo kept > k.txt")...)
+	out, errOut, code := cli(t, runSnapshot, "", append([]string{"create", id, "--name", "cli"}, srv...)...)
+	snap := strings.TrimSpace(out)
+	if code != 0 || snap == "" {
+		t.Fatalf("snapshot create: %q %q %d", out, errOut, code)
+	}
+	if out, _, code := cli(t, runSnapshot, "", append([]string{"ls"}, srv...)...); code != 0 || !strings.Contains(out, snap) || !strings.Contains(out, "workspace") {
+		t.Fatalf("snapshot ls: %q", out)
+	}
+	if out, errOut, code := cli(t, runSession, "", append([]string{"pause", id}, srv...)...); code != 0 || out != id+" paused\n" {
+		t.Fatalf("pause: %q %q", out, errOut)
+	}
+	if out, errOut, code := cli(t, runSession, "", append([]string{"resume", id}, srv...)...); code != 0 || out != id+" ready\n" {
+		t.Fatalf("resume: %q %q", out, errOut)
+	}
+	out, errOut, code = cli(t, runSession, "", append([]string{"fork", id, "--count", "2"}, srv...)...)
+	forks := strings.Fields(out)
+	if code != 0 || len(forks) != 2 {
+		t.Fatalf("fork: %q %q", out, errOut)
+	}
+	out, _, code = cli(t, runSession, "", append([]string{"create", "--from-snapshot", snap}, srv...)...)
+	restored := strings.TrimSpace(out)
+	for _, s := range append(forks, restored, id) {
+		if out, _, code := cli(t, runExec, "", append(srv, s, "--", "cat", "k.txt")...); code != 0 || out != "kept\n" {
+			t.Errorf("session %s: %q %d", s, out, code)
+		}
+	}
+	if out, _, code := cli(t, runSnapshot, "", append([]string{"rm", snap}, srv...)...); code != 0 || out != snap+" deleted\n" {
+		t.Fatalf("snapshot rm: %q", out)
+	}
+	cli(t, runSession, "", append(append([]string{"rm"}, append(forks, restored, id)...), srv...)...)
+}

@@ -71,6 +71,7 @@ type options struct {
 	e2b            e2bOptions
 	quotas         quotaOptions
 	abuse          abuseOptions
+	keep           keepOptions
 }
 
 func main() {
@@ -102,6 +103,7 @@ func main() {
 	o.e2b.register(flag.CommandLine)
 	o.quotas.register(flag.CommandLine)
 	o.abuse.register(flag.CommandLine)
+	o.keep.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
@@ -266,7 +268,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := newSessions(o.sessions, prov, runner, images, store, egressOf(eg), egressLogOf(eg, store), logger)
+	keepCfg, err := o.keep.config(o.stateDir, store, blobs, logger)
+	if err != nil {
+		return err
+	}
+	sessions, err := newSessions(o.sessions, keepCfg, prov, runner, images, store, egressOf(eg), egressLogOf(eg, store), logger)
 	if err != nil {
 		return err
 	}
@@ -343,6 +349,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		PublicURL:    o.api.publicURL,
 		Sessions:     watched,
 		Usage:        quotas,
+		Keep:         sessions,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,
 		Logger:       logger,

@@ -73,7 +73,7 @@ func (f sizeFlag) Set(v string) error {
 }
 
 // newSessions makes the session manager.
-func newSessions(o sessionOptions, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store *sqlite.DB, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
+func newSessions(o sessionOptions, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store *sqlite.DB, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
 	return session.New(session.Config{
 		Provisioner:    prov,
 		Runner:         runner,
@@ -88,6 +88,7 @@ func newSessions(o sessionOptions, prov *provision.Provisioner, runner *run.Runn
 		IdleTimeout:    o.idleTimeout,
 		ExecTimeout:    o.execTimeout,
 		MaxExecTimeout: o.maxExecTimeout,
+		Keep:           keep,
 		Logger:         logger,
 	})
 }
@@ -97,8 +98,8 @@ func newSessions(o sessionOptions, prov *provision.Provisioner, runner *run.Runn
 func recoverSessions(ctx context.Context, m *session.Manager, logger *slog.Logger) error {
 	start := time.Now()
 	rep, err := m.Recover(ctx)
-	if rep.Reattached+rep.Ended > 0 {
-		logger.Info("sessions recovered", "reattached", rep.Reattached, "ended", rep.Ended,
+	if rep.Reattached+rep.Ended+rep.Paused > 0 {
+		logger.Info("sessions recovered", "reattached", rep.Reattached, "ended", rep.Ended, "paused", rep.Paused,
 			"programs_adopted", rep.Adopted, "runs_interrupted", rep.Interrupted, "took", time.Since(start))
 	}
 	if err != nil {

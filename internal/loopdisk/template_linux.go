@@ -131,3 +131,13 @@ func copyRange(in, out *os.File, off, n int64) error {
 	}
 	return nil
 }
+
+// CopySparse copies the disk image src to a new file dst of the same
+// size, data extents only (holes stay holes).
+func CopySparse(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("loopdisk: %w", err)
+	}
+	return copySparse(src, dst, fi.Size())
+}

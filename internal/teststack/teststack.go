@@ -32,6 +32,7 @@ import (
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/quota"
 	"github.com/airlockhq/airlock/run"
+	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/session"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -75,6 +76,11 @@ type Options struct {
 	// Quarantines refuses quarantined tenants at admission (nil: none).
 	Watchdog    airlock.Watchdog
 	Quarantines provision.Quarantines
+	// BlobDir is where blobs are kept; empty means a new temporary one
+	// (a second stack on the store of a first shares the first's).
+	BlobDir string
+	// MasterKey seals snapshots; nil means a new one.
+	MasterKey *seal.MasterKey
 	// Session adjusts the session manager's config.
 	Session func(*session.Config)
 	// NoServer leaves the HTTP API out.
@@ -91,6 +97,8 @@ type Options struct {
 type Stack struct {
 	Store       *sqlite.DB
 	Blobs       *blobdir.Dir
+	MasterKey   *seal.MasterKey // the snapshots' master key
+	BlobDir     string
 	Images      *image.Store
 	Backend     *gvisor.Backend
 	Provisioner *provision.Provisioner
@@ -136,7 +144,11 @@ func New(t testing.TB, o Options) *Stack {
 		}
 		t.Cleanup(func() { s.Store.Close() })
 	}
-	s.Blobs, err = blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	s.BlobDir = o.BlobDir
+	if s.BlobDir == "" {
+		s.BlobDir = filepath.Join(dir, "blobs")
+	}
+	s.Blobs, err = blobdir.New(blobdir.Config{Dir: s.BlobDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +211,20 @@ func New(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Snapshots, pause and fork, under a master key of the test's.
+	s.MasterKey = o.MasterKey
+	if s.MasterKey == nil {
+		s.MasterKey, _ = seal.GenerateMasterKey()
+	}
+	keys, err := seal.NewKeys(s.Store, s.MasterKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.SessionCfg = session.Config{
 		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Sessions: s.Store,
 		Egress: o.Egress, EgressLog: o.EgressLog, Sizes: SmallSessions, ReapInterval: 200 * time.Millisecond,
 		Logger: s.Logger,
+		Keep:   session.KeepConfig{Store: s.Store, Keys: keys, Blobs: s.Blobs, PauseDir: filepath.Join(dir, "paused")},
 	}
 	if o.Session != nil {
 		o.Session(&s.SessionCfg)
