@@ -268,23 +268,13 @@ func (m *Monitor) fire(x *watched, f *finding) {
 	}()
 }
 
-// respond carries out a decision: the kill, the event, the quarantine
-// and the counter.
+// respond carries out a decision: the event, the quarantine, the kill
+// and the counter. The quarantine is stored before the kill, so that no
+// run or session of the tenant is admitted once its sandbox has died.
 func (m *Monitor) respond(x *watched, f *finding, action string, started time.Time) {
 	id := x.w.Sandbox.ID()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if action != airlock.ActionRecorded {
-		var err error
-		if k, ok := x.w.Sandbox.(airlock.Killer); ok {
-			err = k.Kill(ctx)
-		} else {
-			err = x.w.Sandbox.Destroy(ctx)
-		}
-		if err != nil {
-			m.cfg.Logger.Error("abuse: kill a sandbox", "sandbox", id, "detector", f.detector, "err", err)
-		}
-	}
 	now := m.cfg.Now()
 	f.evidence["watched_s"] = round(now.Sub(started).Seconds())
 	ev := &airlock.AbuseEvent{
@@ -299,6 +289,17 @@ func (m *Monitor) respond(x *watched, f *finding, action string, started time.Ti
 			Reason: fmt.Sprintf("%s detected: %s", f.detector, f.summary)}
 		if err := m.cfg.Store.QuarantineTenant(ctx, q); err != nil {
 			m.cfg.Logger.Error("abuse: quarantine a tenant", "tenant", x.w.TenantID, "err", err)
+		}
+	}
+	if action != airlock.ActionRecorded {
+		var err error
+		if k, ok := x.w.Sandbox.(airlock.Killer); ok {
+			err = k.Kill(ctx)
+		} else {
+			err = x.w.Sandbox.Destroy(ctx)
+		}
+		if err != nil {
+			m.cfg.Logger.Error("abuse: kill a sandbox", "sandbox", id, "detector", f.detector, "err", err)
 		}
 	}
 	m.counter.WithLabelValues(f.detector, action).Inc()
