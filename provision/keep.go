@@ -2,7 +2,6 @@ package provision
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -27,25 +26,14 @@ func (l *Lease) Pause(ctx context.Context, dir string) error {
 
 // AdmitOn is Admit for a sandbox that must run on the named backend (a
 // paused session resumes where it was saved): the tenant's isolation
-// floor, the network check and admission apply as for any claim.
+// floor, quarantine, the network check, the quotas and admission apply
+// as for any claim (the same code as Admit).
 func (p *Provisioner) AdmitOn(ctx context.Context, c Claim, backend string) (*Ticket, error) {
-	if c.Tenant == nil {
-		return nil, fmt.Errorf("provision: a claim needs a tenant")
-	}
 	b := p.backend(backend)
 	if b == nil {
 		return nil, airlock.Problem(airlock.EUNAVAILABLE, "backend-unavailable", "backend %q is not configured on this node", backend)
 	}
-	if _, err := airlock.ChooseBackend([]airlock.Backend{b}, c.Tenant, c.Isolation); err != nil {
-		return nil, err
-	}
-	if err := p.checkNetwork(b, c); err != nil {
-		return nil, err
-	}
-	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, false); err != nil {
-		return nil, err
-	}
-	return &Ticket{p: p, kind: c.Kind, tenant: c.Tenant.ID, backend: b}, nil
+	return p.admitAmong(ctx, c, []airlock.Backend{b})
 }
 
 // Resume turns an admitted ticket into a lease on a sandbox resumed from a
@@ -63,6 +51,7 @@ func (t *Ticket) Resume(ctx context.Context, s Spec, dir string) (*Lease, error)
 		t.Cancel()
 		return nil, err
 	}
+	t.hold.Start() // its sandbox-seconds count from now: paused time does not
 	l := &Lease{p: t.p, ticket: t, sb: sb, backend: t.backend.Name(), source: airlock.StartRestore, acquire: time.Since(start)}
 	t.p.metrics.acquire.WithLabelValues(t.kind.String(), airlock.StartRestore).Observe(l.acquire.Seconds())
 	return l, nil

@@ -30,6 +30,13 @@ type Claim struct {
 	// Deadline is when the sandbox ends at the latest (a run's timeout, a
 	// session's expiry); zero if unknown. It shapes Retry-After.
 	Deadline time.Time
+	// Continues says the claim is for a session that goes on without a
+	// break its user could see (a live session given its sandbox back
+	// after saving it): it is counted whatever the quotas and the node's
+	// limits say, as a session taken back after a restart is. The
+	// isolation floor, the quarantine and the network check still apply.
+	// Only for Kind Session.
+	Continues bool
 }
 
 // Ticket is admitted room for one sandbox on a chosen backend. Acquire
@@ -64,24 +71,32 @@ func (t *Ticket) Cancel() {
 // quotas' (429, see package quota). Nothing is made yet, and nothing is
 // held after an error.
 func (p *Provisioner) Admit(ctx context.Context, c Claim) (*Ticket, error) {
+	return p.admitAmong(ctx, c, p.cfg.Backends)
+}
+
+// admitAmong is Admit with the backend chosen among backends: every
+// claim, whatever it is for (a new sandbox, a resume, a fork), passes
+// the same checks in the same order.
+func (p *Provisioner) admitAmong(ctx context.Context, c Claim, backends []airlock.Backend) (*Ticket, error) {
 	if c.Tenant == nil {
 		return nil, fmt.Errorf("provision: a claim needs a tenant")
 	}
 	if err := p.checkQuarantine(ctx, c.Tenant); err != nil {
 		return nil, err
 	}
-	b, err := airlock.ChooseBackend(p.cfg.Backends, c.Tenant, c.Isolation)
+	b, err := airlock.ChooseBackend(backends, c.Tenant, c.Isolation)
 	if err != nil {
 		return nil, err
 	}
 	if err := p.checkNetwork(b, c); err != nil {
 		return nil, err
 	}
-	hold, err := p.cfg.Quotas.Admit(c.Tenant.ID, quotaClaim(c, false))
+	force := c.Continues && c.Kind == Session
+	hold, err := p.cfg.Quotas.Admit(c.Tenant.ID, quotaClaim(c, force))
 	if err != nil {
 		return nil, err
 	}
-	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, false); err != nil {
+	if err := p.admission.admit(ctx, c.Kind, c.Tenant.ID, force); err != nil {
 		hold.Release()
 		return nil, err
 	}

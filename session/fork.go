@@ -199,7 +199,9 @@ func (m *Manager) resumeInPlace(ctx context.Context, tenant *airlock.Tenant, l *
 	img, err := m.cfg.Images.Resolve(cctx, rec.Image)
 	if err == nil {
 		var t *provision.Ticket
-		if t, err = m.cfg.Provisioner.AdmitOn(cctx, provision.Claim{Kind: provision.Session, Tenant: tenant}, backend); err == nil {
+		claim := sessionClaim(tenant, &rec, m.cfg.Now())
+		claim.Continues = true // the session never stopped for its user
+		if t, err = m.cfg.Provisioner.AdmitOn(cctx, claim, backend); err == nil {
 			lease, err = t.Resume(cctx, provision.Spec{
 				ID: restoredID(rec.ID), Image: img, Limits: specLimits(rec.Limits),
 				Labels: map[string]string{"airlock.session": rec.ID, "airlock.tenant": tenant.ID},

@@ -514,7 +514,7 @@ func (m *Manager) ResumeSession(ctx context.Context, tenant *airlock.Tenant, id 
 	if err != nil {
 		return nil, err
 	}
-	ticket, err := m.cfg.Provisioner.AdmitOn(ctx, provision.Claim{Kind: provision.Session, Tenant: tenant}, p.Backend)
+	ticket, err := m.cfg.Provisioner.AdmitOn(ctx, sessionClaim(tenant, rec, m.cfg.Now()), p.Backend)
 	if err != nil {
 		return nil, err
 	}
@@ -680,4 +680,19 @@ var _ airlock.KeepService = (*Manager)(nil)
 // channel socket's path must stay within the 108 bytes of a unix address.
 func restoredID(id string) string {
 	return "ss-" + id[:min(len(id), 16)] + "-" + airlock.NewID()[:8]
+}
+
+// sessionClaim is the claim of an existing session's sandbox (a resume):
+// its size counts against the tenant's quotas like a new session's, until
+// the expiry it will have (moved by the time it was paused).
+func sessionClaim(tenant *airlock.Tenant, rec *airlock.Session, now time.Time) provision.Claim {
+	deadline := rec.ExpiresAt
+	if rec.PausedAt != nil {
+		deadline = deadline.Add(now.Sub(*rec.PausedAt))
+	}
+	return provision.Claim{
+		Kind: provision.Session, Tenant: tenant,
+		Limits:   airlock.Limits{CPUs: rec.Limits.CPUs, MemoryBytes: rec.Limits.MemoryBytes},
+		Deadline: deadline,
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/teststack"
+	"github.com/airlockhq/airlock/quota"
 	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/session"
 )
@@ -475,4 +476,36 @@ func TestPausedTooLong(t *testing.T) {
 	}
 	_, err := c.ResumeSession(ctx, sess.ID)
 	wantProblem(t, "resume after the end", err, 409, "session-ended")
+}
+
+// A resume is admitted like a new session: a paused session holds no
+// room, so the tenant may fill its quota meanwhile, and then the resume
+// is refused with the quota's 429 (the session stays paused, nothing
+// lost); with room again, it resumes. Paused time counts as no sandbox's.
+func TestResumeWithinQuotas(t *testing.T) {
+	s := newStackWith(t, teststack.Options{Quotas: quota.Limits{quota.Sessions: 1}})
+	ctx := ctxFor(t, 3*time.Minute)
+	c := s.a.c
+	first := s.create(s.a, airlock.CreateSessionRequest{Image: "base"})
+	if e := s.shell(s.a, first.ID, "echo kept > /workspace/k"); e.ExitCode != 0 {
+		t.Fatalf("write: %+v", e)
+	}
+	if _, err := c.PauseSession(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	second := s.create(s.a, airlock.CreateSessionRequest{Image: "base"})
+	_, err := c.ResumeSession(ctx, first.ID)
+	wantProblem(t, "resume at the session quota", err, 429, "session-quota")
+	if got, err := c.Session(ctx, first.ID); err != nil || got.State != airlock.SessionPaused {
+		t.Fatalf("after the refused resume: %+v %v, want paused", got, err)
+	}
+	if _, err := c.DeleteSession(ctx, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResumeSession(ctx, first.ID); err != nil {
+		t.Fatalf("resume with room again: %v", err)
+	}
+	if e := s.shell(s.a, first.ID, "cat /workspace/k"); e.Stdout != "kept\n" {
+		t.Fatalf("the file after the resume: %+v", e)
+	}
 }
