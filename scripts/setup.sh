@@ -33,9 +33,10 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v mount >/dev/null || need+=(mount)
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
-# For the tests: the agent's tests run the host's interpreters and setsid,
-# and the race detector (go test -race) needs cgo, so a C compiler and
-# the C library's headers.
+# airlockd is built with cgo (the guard's Python grammar is C), and so is
+# every test binary (the race detector needs cgo): a C compiler and the C
+# library's headers. For the tests: the agent's tests run the host's
+# interpreters and setsid.
 command -v python3 >/dev/null || need+=(python3)
 command -v node >/dev/null || need+=(nodejs)
 command -v setsid >/dev/null || need+=(util-linux)
