@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -295,34 +296,49 @@ func (m *Manager) fromSnapshot(ctx context.Context, tenant *airlock.Tenant, req 
 	return nil
 }
 
+// openSnapshot opens a snapshot's blob for reading: the plaintext as it
+// is authenticated, and the hash of the stored bytes read so far (to
+// compare with the record once all is read). A blob that is missing, of
+// the wrong size or whose header does not check is a snapshot-damaged
+// problem.
+func (m *Manager) openSnapshot(ctx context.Context, tenant *airlock.Tenant, snap *airlock.Snapshot) (io.Reader, hash.Hash, func(), error) {
+	k := m.cfg.Keep
+	rc, size, err := k.Blobs.Open(ctx, snap.BlobKey)
+	if err != nil {
+		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+			return nil, nil, nil, damaged(snap.ID, "its stored data is missing")
+		}
+		return nil, nil, nil, err
+	}
+	if size != snap.Bytes {
+		rc.Close()
+		return nil, nil, nil, damaged(snap.ID, fmt.Sprintf("%d bytes stored, %d recorded", size, snap.Bytes))
+	}
+	h := sha256.New()
+	sr, err := seal.NewReader(io.TeeReader(rc, h), func(keyID string) ([]byte, error) {
+		return k.Keys.DataKeyByID(ctx, tenant.ID, keyID)
+	}, snapshotAAD(tenant.ID, snap.ID))
+	if err != nil {
+		rc.Close()
+		if errors.Is(err, seal.ErrCorrupt) {
+			return nil, nil, nil, damaged(snap.ID, "its header does not check")
+		}
+		return nil, nil, nil, err
+	}
+	return sr, h, func() { rc.Close() }, nil
+}
+
 // restoreWorkspace opens a snapshot's blob, checks it as it reads and
 // writes the workspace into ws.
 func (m *Manager) restoreWorkspace(ctx context.Context, tenant *airlock.Tenant, snap *airlock.Snapshot, ws string) error {
 	if ws == "" {
 		return airlock.Problem(airlock.ECONFLICT, "snapshot-unsupported", "the backend chosen gives no host access to a workspace")
 	}
-	k := m.cfg.Keep
-	rc, size, err := k.Blobs.Open(ctx, snap.BlobKey)
-	if err != nil {
-		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
-			return damaged(snap.ID, "its stored data is missing")
-		}
-		return err
-	}
-	defer rc.Close()
-	if size != snap.Bytes {
-		return damaged(snap.ID, fmt.Sprintf("%d bytes stored, %d recorded", size, snap.Bytes))
-	}
-	h := sha256.New()
-	sr, err := seal.NewReader(io.TeeReader(rc, h), func(keyID string) ([]byte, error) {
-		return k.Keys.DataKeyByID(ctx, tenant.ID, keyID)
-	}, snapshotAAD(tenant.ID, snap.ID))
-	if errors.Is(err, seal.ErrCorrupt) {
-		return damaged(snap.ID, "its header does not check")
-	}
+	sr, h, closeBlob, err := m.openSnapshot(ctx, tenant, snap)
 	if err != nil {
 		return err
 	}
+	defer closeBlob()
 	uid, gid := -1, -1
 	if fi, err := os.Lstat(ws); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {

@@ -151,27 +151,11 @@ func (m *Manager) fromMemorySnapshot(ctx context.Context, tenant *airlock.Tenant
 		return airlock.Problem(airlock.ECONFLICT, "snapshot-incompatible", "snapshot %s was saved by a runtime this node does not run (%s); restore it as a workspace snapshot is not possible", snap.ID, backend)
 	}
 	k := m.cfg.Keep
-	rc, size, err := k.Blobs.Open(ctx, snap.BlobKey)
-	if err != nil {
-		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
-			return damaged(snap.ID, "its stored data is missing")
-		}
-		return err
-	}
-	defer rc.Close()
-	if size != snap.Bytes {
-		return damaged(snap.ID, fmt.Sprintf("%d bytes stored, %d recorded", size, snap.Bytes))
-	}
-	h := sha256.New()
-	sr, err := seal.NewReader(io.TeeReader(rc, h), func(keyID string) ([]byte, error) {
-		return k.Keys.DataKeyByID(ctx, tenant.ID, keyID)
-	}, snapshotAAD(tenant.ID, snap.ID))
-	if errors.Is(err, seal.ErrCorrupt) {
-		return damaged(snap.ID, "its header does not check")
-	}
+	sr, h, closeBlob, err := m.openSnapshot(ctx, tenant, snap)
 	if err != nil {
 		return err
 	}
+	defer closeBlob()
 	dir := filepath.Join(k.PauseDir, "restore-"+snap.ID+"-"+airlock.NewID()[:6])
 	if err := arch.ReadPaused(ctx, sr, dir); err != nil {
 		if errors.Is(err, seal.ErrCorrupt) {
