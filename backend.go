@@ -58,6 +58,10 @@ type Capabilities struct {
 	// finds them by ID and talks to their agents again (the backend
 	// implements Reattacher, its sandboxes Detacher).
 	Reattach bool
+	// Accelerator is how a microVM backend's guests run: "kvm" on
+	// hardware virtualisation, "tcg" emulated by QEMU (slow, the same
+	// isolation); empty for other backends.
+	Accelerator string
 }
 
 // Backend creates sandboxes: gvisor (a separate kernel in user space)

@@ -100,7 +100,7 @@ func (s *Store) scanDir() ([]built, error) {
 	}
 	var out []built
 	for _, e := range ents {
-		if !e.IsDir() || e.Name() == "stages" || e.Name()[0] == '.' {
+		if !e.IsDir() || e.Name() == "stages" || e.Name() == "guests" || e.Name()[0] == '.' {
 			continue
 		}
 		dir := filepath.Join(s.imagesDir, e.Name())
