@@ -143,7 +143,8 @@ echo "built in $REPO/bin"
 step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
-bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent all
+# --guest: the microVM backend's kernel, initramfs and root disk of each image too
+bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent --guest all
 bin/airlock image ls --state-dir "$STATE_DIR"
 
 step "setup done in $((SECONDS - t0)) s"
