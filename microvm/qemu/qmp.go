@@ -22,7 +22,7 @@ type qmp struct {
 
 // maxQMPLine bounds a line from QEMU (the VMM runs with the guest's
 // input, so it is not trusted to be sane either).
-const maxQMPLine = 1 << 20
+const maxQMPLine = 64 << 10
 
 func dialQMP(ctx context.Context, path string) (*qmp, error) {
 	var d net.Dialer
@@ -30,7 +30,7 @@ func dialQMP(ctx context.Context, path string) (*qmp, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &qmp{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
+	q := &qmp{conn: conn, r: bufio.NewReaderSize(conn, maxQMPLine)}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
