@@ -38,11 +38,11 @@
 // WorkspaceDir is empty until Stop: the host has no live view of a
 // running guest's files.
 //
-// Sandboxes die with the process that started them? No: QEMU does not
-// depend on airlockd, but this version cannot reattach to them, so
-// Capabilities say Reattach: false and Reconcile kills every VMM left
-// in the backend's cgroup parent and removes the machine directories,
-// disks and mounts.
+// QEMU does not depend on the process that started it, but this version
+// cannot reattach to a running guest yet, so Capabilities say Reattach:
+// false and Reconcile ends what a crashed airlockd left: every VMM in the
+// backend's cgroup parent (killed with its cgroup), and every machine
+// directory with its chroot, disk and mounts.
 //
 // The package owns its state directory (StateDir/vms, StateDir/templates),
 // the cgroups under its parent and the host uids of its range; it must

@@ -3,12 +3,15 @@ package microvm_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/microvm"
 	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -59,4 +62,44 @@ func TestBoot(t *testing.T) {
 	if err := b.CheckClean(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// After a crash (a second backend on the same state directory stands for
+// the next airlockd), Reconcile kills the VMM left running and removes
+// its machine directory, disk, chroot and cgroup.
+func TestReconcileAfterCrash(t *testing.T) {
+	b := testenv.MicroVM(t)
+	img := testenv.Image(t, "base")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := "crash-" + testenv.RandomID()
+	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: id, Image: img, Limits: airlock.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := sb.(*microvm.Sandbox)
+	pid := vm.VMMPID()
+	next, err := microvm.New(b.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := next.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids, id) {
+		t.Fatalf("reconcile ended %v, want %s", ids, id)
+	}
+	select {
+	case <-sb.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the VMM (pid %d) still runs after reconcile", pid)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("the VMM (pid %d) is still there", pid)
+	}
+	if err := next.CheckClean(ctx); err != nil {
+		t.Fatalf("after reconcile: %v", err)
+	}
+	sb.Destroy(ctx) // the first backend forgets it (its files are gone already)
 }

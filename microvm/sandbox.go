@@ -35,9 +35,10 @@ const maxLogBytes = 256 << 10
 const vmmTasks = 512
 
 // baseCmdline is the guest kernel's command line before the per-VM
-// parameters: the console on the serial port (errors only), no reboot
-// (a panic ends the VM), no probing of what a microvm does not have.
-const baseCmdline = "console=ttyS0 quiet loglevel=3 panic=-1 reboot=t rdinit=" + guestinit.InitPath +
+// parameters: the console on the serial port (errors and worse: the OOM
+// killer's line is an error), no reboot (a panic ends the VM), no
+// probing of what a microvm does not have.
+const baseCmdline = "console=ttyS0 quiet loglevel=4 panic=-1 reboot=t rdinit=" + guestinit.InitPath +
 	" edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd random.trust_cpu=on"
 
 // oomMarker is what the guest kernel prints when its OOM killer ends a
@@ -234,7 +235,7 @@ func (s *Sandbox) Stats(ctx context.Context) (airlock.Stats, error) {
 		return airlock.Stats{}, err
 	}
 	out := sandboxio.Stats(st)
-	if s.console.contains(oomMarker) {
+	if s.console.oomKilled() {
 		out.OOMKilled = true
 	}
 	return out, nil
@@ -357,7 +358,9 @@ func (c *consoleLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *consoleLog) contains(marker string) bool {
+// oomKilled reports whether the guest kernel's OOM killer has ended a
+// program.
+func (c *consoleLog) oomKilled() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.oom

@@ -190,6 +190,11 @@ var sysctls = [][2]string{
 	{"kernel/yama/ptrace_scope", "2"},
 	{"kernel/sysrq", "0"},
 	{"vm/unprivileged_userfaultfd", "0"},
+	// Allocations always succeed and the OOM killer enforces the memory
+	// limit on touch, as on the hosts of the other backends (a guest as
+	// small as its limit would otherwise refuse big allocations up
+	// front).
+	{"vm/overcommit_memory", "1"},
 	{"fs/protected_symlinks", "1"},
 	{"fs/protected_hardlinks", "1"},
 	{"fs/suid_dumpable", "0"},

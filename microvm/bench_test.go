@@ -1,0 +1,38 @@
+package microvm_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testenv"
+)
+
+// BenchmarkColdBoot measures a cold boot to the agent's hello (Create)
+// and reports its p50 and the slowest run; each VM is destroyed before
+// the next boots. Run it with -benchtime=5x: every run is a full boot.
+func BenchmarkColdBoot(b *testing.B) {
+	be := testenv.MicroVM(b)
+	img := testenv.Image(b, "base")
+	ctx := context.Background()
+	var took []time.Duration
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		sb, err := be.Create(ctx, airlock.SandboxSpec{ID: "bench-" + testenv.RandomID(), Image: img, Limits: airlock.DefaultLimits})
+		if err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		b.StopTimer()
+		if err := sb.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
+	b.Logf("accel %s, boots: %v", be.Accelerator(), took)
+}
