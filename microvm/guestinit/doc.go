@@ -12,7 +12,8 @@
 // virtio-serial port; mounts the root disk read-only and the scratch
 // disk's workspace/ and tmp/ at /workspace and /tmp; builds a minimal
 // /dev (a tmpfs with null, zero, full, random, urandom, tty, a private
-// devpts and /dev/shm: no block device, no console, no kmsg) and a
+// devpts and /dev/shm: no block device, no console, no kmsg), a /proc
+// that shows only the sandbox user's processes (hidepid) and a
 // read-only /sys; opens the port; moves the root disk over the initramfs
 // and chroots into it; sets the hostname and brings loopback up; sets the
 // resource limits the host put on the kernel command line; drops to the

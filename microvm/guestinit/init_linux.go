@@ -277,7 +277,9 @@ func setupRoot(cfg *Config, rootDev, scratchDev string) error {
 	if err := unix.Unmount(scratch, unix.MNT_DETACH); err != nil {
 		return err
 	}
-	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	// hidepid: the guest kernel's own threads (root's) are not the
+	// sandbox's business; the sandbox user sees its own processes.
+	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
 	if err := unix.Mount("sysfs", filepath.Join(root, "sys"), "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
