@@ -87,7 +87,9 @@ type Sandbox interface {
 	// it says is untrusted.
 	Agent() *protocol.Client
 	// WorkspaceDir is the host path of the sandbox's /workspace, readable
-	// by the host for artifact collection. Contents are hostile.
+	// by the host for artifact collection. Contents are hostile. A
+	// backend whose sandboxes' files live in a guest (microvm) fills it
+	// only once Stop has returned; before, it may be empty or missing.
 	WorkspaceDir() string
 	// Stats reports resource use so far, read from outside the sandbox.
 	Stats(ctx context.Context) (Stats, error)
