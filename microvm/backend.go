@@ -38,14 +38,10 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.vmsDir(), 0o711); err != nil {
+	// Only root enters: the jailer chroots (as root) straight into a
+	// machine's jail, so the VMM's uid never walks these paths.
+	if err := os.MkdirAll(cfg.vmsDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("microvm: %w", err)
-	}
-	// The VMM's uid must reach its chroot below the state directory.
-	for _, d := range []string{cfg.StateDir, cfg.vmsDir()} {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o011 == 0 {
-			os.Chmod(d, fi.Mode().Perm()|0o011)
-		}
 	}
 	return &Backend{
 		cfg:       cfg,

@@ -125,7 +125,7 @@ func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock
 
 func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.Guest) error {
 	cfg := &s.b.cfg
-	if err := os.Mkdir(s.dir, 0o711); err != nil {
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		close(s.done)
 		return fmt.Errorf("microvm: %w", err)
 	}
