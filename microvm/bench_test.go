@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/protocol"
 )
 
 // BenchmarkColdBoot measures a cold boot to the agent's hello (Create)
@@ -35,4 +36,32 @@ func BenchmarkColdBoot(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
 	b.Logf("accel %s, boots: %v", be.Accelerator(), took)
+}
+
+// BenchmarkExecPrint measures python3 -c 'print(1)' in one booted VM,
+// from the exec request to its exit status, and reports the p50.
+func BenchmarkExecPrint(b *testing.B) {
+	be := testenv.MicroVM(b)
+	img := testenv.Image(b, "base")
+	ctx := context.Background()
+	sb, err := be.Create(ctx, airlock.SandboxSpec{ID: "bench-" + testenv.RandomID(), Image: img, Limits: airlock.DefaultLimits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: []string{"python3", "-c", "print(1)"}}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st, err := p.Wait(ctx); err != nil || st.Code != 0 {
+			b.Fatalf("exit %+v, %v", st, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
 }
