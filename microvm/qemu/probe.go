@@ -3,6 +3,7 @@ package qemu
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,8 +33,8 @@ func Probe(ctx context.Context, qemuPath, kernel string) (vmm.Accel, string) {
 	cmd := exec.CommandContext(ctx, qemuPath, "-M", "microvm,isa-serial=on", "-accel", "kvm", "-cpu", "host",
 		"-m", "64", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", kernel, "-append", "console=ttyS0 panic=-1 earlyprintk=ttyS0", "-serial", "stdio")
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Start(); err != nil {
 		return vmm.AccelTCG, "kvm probe: " + err.Error()
 	}
@@ -49,11 +50,15 @@ func Probe(ctx context.Context, qemuPath, kernel string) (vmm.Accel, string) {
 		}
 		select {
 		case <-done:
-			return vmm.AccelTCG, "a probe boot under KVM failed: " + lastLine(out.String())
+			msg := lastLine(errOut.String())
+			if msg == "" {
+				msg = lastLine(out.String())
+			}
+			return vmm.AccelTCG, fmt.Sprintf("a probe boot under KVM ended (%v) without the kernel banner: %q", cmd.ProcessState, msg)
 		case <-ctx.Done():
 			cmd.Process.Kill()
 			<-done
-			return vmm.AccelTCG, "a probe boot under KVM printed no kernel banner in " + ProbeTimeout.String() + " (a paravirtualised KVM?): " + lastLine(out.String())
+			return vmm.AccelTCG, "a probe boot under KVM printed no kernel banner in " + ProbeTimeout.String() + " (a paravirtualised KVM?): " + lastLine(errOut.String())
 		case <-tick.C:
 		}
 	}
