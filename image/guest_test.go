@@ -121,4 +121,15 @@ func TestBuildGuest(t *testing.T) {
 	if imgs, _ := st.List(ctx); len(imgs) != 0 {
 		t.Errorf("the store lists %v", imgs)
 	}
+	// Prune drops the guests of images it does not keep (here: none).
+	removed, err := st.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 2 {
+		t.Errorf("prune removed %v, want both guests", removed)
+	}
+	if _, err := os.Stat(g.RootDisk); err == nil {
+		t.Errorf("a pruned guest is still there")
+	}
 }
