@@ -2,12 +2,16 @@ package microvm_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/microvm"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -19,6 +23,7 @@ func BenchmarkColdBoot(b *testing.B) {
 	img := testenv.Image(b, "base")
 	ctx := context.Background()
 	var took []time.Duration
+	var rss []int64
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
 		sb, err := be.Create(ctx, airlock.SandboxSpec{ID: "bench-" + testenv.RandomID(), Image: img, Limits: airlock.DefaultLimits})
@@ -27,6 +32,7 @@ func BenchmarkColdBoot(b *testing.B) {
 		}
 		took = append(took, time.Since(start))
 		b.StopTimer()
+		rss = append(rss, vmmRSS(b, sb.(*microvm.Sandbox).VMMPID()))
 		if err := sb.Destroy(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -35,7 +41,27 @@ func BenchmarkColdBoot(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
+	slices.Sort(rss)
+	b.ReportMetric(float64(rss[len(rss)/2])/(1<<20), "vmm-rss-MiB")
 	b.Logf("accel %s, boots: %v", be.Accelerator(), took)
+}
+
+// vmmRSS is the resident memory of the VMM process (guest RAM it has
+// touched included).
+func vmmRSS(b *testing.B, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
 }
 
 // BenchmarkExecPrint measures python3 -c 'print(1)' in one booted VM,
