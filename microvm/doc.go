@@ -19,7 +19,8 @@
 // acts inside it, and the host reads its "Out of memory" lines on the
 // console, which programs in the guest cannot write to); the VMM's host
 // cgroup bounds QEMU's own memory (guest RAM plus Config.MemoryOverhead),
-// CPU (the CPU limit) and tasks; the disk is the scratch disk's size and
+// CPU (the CPU limit plus a quarter of a CPU for the VMM's I/O thread;
+// the guest itself never gets more than its vCPUs) and tasks; the disk is the scratch disk's size and
 // inode count; the process count is RLIMIT_NPROC in the guest, enforced
 // by the guest kernel.
 //
