@@ -58,6 +58,10 @@ type Capabilities struct {
 	// finds them by ID and talks to their agents again (the backend
 	// implements Reattacher, its sandboxes Detacher).
 	Reattach bool
+	// Accelerator is how a microVM backend's guests run: "kvm" on
+	// hardware virtualisation, "tcg" emulated by QEMU (slow, the same
+	// isolation); empty for other backends.
+	Accelerator string
 }
 
 // Backend creates sandboxes: gvisor (a separate kernel in user space)
@@ -83,7 +87,9 @@ type Sandbox interface {
 	// it says is untrusted.
 	Agent() *protocol.Client
 	// WorkspaceDir is the host path of the sandbox's /workspace, readable
-	// by the host for artifact collection. Contents are hostile.
+	// by the host for artifact collection. Contents are hostile. A
+	// backend whose sandboxes' files live in a guest (microvm) fills it
+	// only once Stop has returned; before, it may be empty or missing.
 	WorkspaceDir() string
 	// Stats reports resource use so far, read from outside the sandbox.
 	Stats(ctx context.Context) (Stats, error)

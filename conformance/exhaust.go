@@ -271,25 +271,28 @@ time.sleep(600)' & wait`}, TimeoutMS: 4000}, &out, nil)
 			if r.Err != nil || r.Status.Code != 0 || r.Elapsed > 5*time.Second {
 				t.Fatalf("the parent did not return promptly: %s", r)
 			}
-			log := sb.WorkspaceDir() + "/daemon.log"
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// That it runs is seen from inside (the host of a microVM
+			// has no live view of its workspace); that Stop ends it, from
+			// the host.
 			first := int64(-1)
 			if !testreq.Poll(10*time.Second, func() bool {
-				fi, err := os.Stat(log)
+				fi, err := sb.Agent().Stat(ctx, "/workspace/daemon.log")
 				if err != nil {
 					return false
 				}
 				if first < 0 {
-					first = fi.Size()
+					first = fi.Size
 				}
-				return fi.Size() > first
+				return fi.Size > first
 			}) {
 				t.Fatalf("the daemon does not write to its log after its parent returned (%d bytes)", first)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			if err := sb.Stop(ctx); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
+			log := sb.WorkspaceDir() + "/daemon.log"
 			a, errA := os.Stat(log)
 			// What is checked: nothing changes over 300 ms (the daemon
 			// wrote every 20 ms).

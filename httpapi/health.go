@@ -16,6 +16,10 @@ const readyTimeout = 5 * time.Second
 // Health is the body of a healthy /healthz or /readyz.
 type Health struct {
 	Status string `json:"status"`
+	// MicroVM is how the node's microVM backend runs its guests, "kvm"
+	// or "tcg" (emulated: slow, the same isolation); absent without one.
+	// Only /readyz says it.
+	MicroVM string `json:"microvm,omitempty"`
 }
 
 // healthz says the process serves HTTP: GET /healthz.
@@ -41,5 +45,5 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
+	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok", MicroVM: s.cfg.MicroVM})
 }

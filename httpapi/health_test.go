@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/httpapi"
 )
 
 func TestHealth(t *testing.T) {
@@ -18,6 +19,9 @@ func TestHealth(t *testing.T) {
 	decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
 	if h["status"] != "ok" {
 		t.Errorf("readyz: %v", h)
+	}
+	if _, ok := h["microvm"]; ok {
+		t.Errorf("readyz names a microVM acceleration on a node without the backend: %v", h)
 	}
 
 	tests := []struct {
@@ -39,6 +43,26 @@ func TestHealth(t *testing.T) {
 			}
 			if !strings.Contains(e.logs.String(), tt.err.Error()) {
 				t.Errorf("readiness failure not logged")
+			}
+		})
+	}
+}
+
+// On a node with the microVM backend, /readyz says how its guests run;
+// /healthz does not.
+func TestReadyzMicroVM(t *testing.T) {
+	for _, accel := range []string{"tcg", "kvm"} {
+		t.Run(accel, func(t *testing.T) {
+			e := newEnv(t, func(c *httpapi.Config) { c.MicroVM = accel })
+			var h map[string]any
+			decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
+			if h["microvm"] != accel {
+				t.Errorf("readyz: %v, want microvm %q", h, accel)
+			}
+			h = nil
+			decodeJSON(t, e.do(req{method: "GET", path: "/healthz"}), 200, &h)
+			if _, ok := h["microvm"]; ok {
+				t.Errorf("healthz: %v", h)
 			}
 		})
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	// (give it code unavailable); any other error is logged and shown as
 	// "not ready".
 	Ready func(ctx context.Context) error
+	// MicroVM is the node's microVM acceleration ("kvm" or "tcg"), shown
+	// by /readyz; empty without a microVM backend.
+	MicroVM string
 	// Metrics serves GET /metrics (Prometheus text format); nil answers
 	// 404. It carries no tenant data, but it is not for everyone: see
 	// MetricsKey and LoopbackOnly.

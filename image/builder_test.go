@@ -355,7 +355,17 @@ func TestBuild(t *testing.T) {
 		t.Errorf("debootstrap calls after a package change = %d, want 2", n)
 	}
 
-	// Prune keeps one image of base and the stage it was made from.
+	// Prune keeps one image of base and the stage it was made from, and
+	// the microVM guest of that image only.
+	for dir, of := range map[string]string{"keep": img2.Hash, "drop": img.Hash} {
+		g := filepath.Join(e.state, "images", "guests", dir)
+		if err := os.MkdirAll(g, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(g, "guest.json"), []byte(`{"hash": "x", "image": "`+of+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	writeELF(t, e.agent, "agent v2", false)
 	removed, err := st.Prune(ctx)
 	if err != nil {
@@ -367,6 +377,9 @@ func TestBuild(t *testing.T) {
 	}
 	if got := entries(t, filepath.Join(e.state, "images", "stages")); !slices.Equal(got, []string{image.StageHash(base)}) {
 		t.Errorf("stages after Prune = %q", got)
+	}
+	if got := entries(t, filepath.Join(e.state, "images", "guests")); !slices.Equal(got, []string{"keep"}) {
+		t.Errorf("guests after Prune = %q", got)
 	}
 }
 

@@ -12,7 +12,10 @@
 //     before it is renamed into place (secrets.go, with
 //     internal/secretscan);
 //   - the on-disk layout under <state>/images and resolving a name to the
-//     newest matching build (Store, an airlock.ImageResolver).
+//     newest matching build (Store, an airlock.ImageResolver);
+//   - the microVM guest artefacts of an image (BuildGuest): the kernel
+//     from an unpacked Debian kernel package (FindKernel), our initramfs
+//     (cpio.go, kmod.go) and a read-only ext4 root disk.
 //
 // On-disk layout, all under <state>/images:
 //
@@ -20,6 +23,8 @@
 //	stages/<stagehash>/stage.json   spec alone, shared by every agent build
 //	<name>-<hash12>/rootfs          final image: hard-link copy of the stage
 //	<name>-<hash12>/manifest.json   plus /opt/airlock/bin/airlock-agent
+//	guests/<hash12>/                a microVM guest of one image and kernel:
+//	                                vmlinuz, initrd.cpio, root.ext4, guest.json
 //	.tmp/                           builds in progress; removed at the next build
 //	.lock                           flock held while building
 //

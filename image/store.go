@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,7 +101,7 @@ func (s *Store) scanDir() ([]built, error) {
 	}
 	var out []built
 	for _, e := range ents {
-		if !e.IsDir() || e.Name() == "stages" || e.Name()[0] == '.' {
+		if !e.IsDir() || e.Name() == "stages" || e.Name() == "guests" || e.Name()[0] == '.' {
 			continue
 		}
 		dir := filepath.Join(s.imagesDir, e.Name())
@@ -201,8 +202,8 @@ func (s *Store) List(ctx context.Context) ([]airlock.Image, error) {
 }
 
 // Prune removes, for every name, the final images other than the one
-// Resolve returns (or the newest, if it returns none), then the stages no
-// remaining image was made from. It returns the directories it removed.
+// Resolve returns (or the newest, if it returns none), then the microVM
+// guest artefacts and the stages no remaining image was made from. It returns the directories it removed.
 // A sandbox still running on a removed rootfs is the caller's problem:
 // prune only what no node uses.
 func (s *Store) Prune(ctx context.Context) ([]string, error) {
@@ -248,6 +249,27 @@ func (s *Store) Prune(ctx context.Context) ([]string, error) {
 			continue
 		}
 		if err := remove(b.dir); err != nil {
+			return removed, err
+		}
+	}
+	// Guest artefacts of images no longer kept.
+	hashes := map[string]bool{}
+	for _, b := range all {
+		if keep[b.dir] {
+			hashes[b.m.Hash] = true
+		}
+	}
+	gents, err := os.ReadDir(filepath.Join(s.imagesDir, "guests"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return removed, err
+	}
+	for _, e := range gents {
+		dir := filepath.Join(s.imagesDir, "guests", e.Name())
+		var g Guest
+		if data, err := os.ReadFile(filepath.Join(dir, "guest.json")); err == nil && json.Unmarshal(data, &g) == nil && hashes[g.Image] {
+			continue
+		}
+		if err := remove(dir); err != nil {
 			return removed, err
 		}
 	}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Airlock needs on a Debian machine and builds it: Debian
-# packages, runsc (gVisor), the three binaries and the two images. Safe to
-# run again: every step checks first and skips what is already there.
+# packages, runsc (gVisor), the microVM guest kernel, the three binaries
+# and the two images. Safe to run again: every step checks first and
+# skips what is already there.
 # Must run as root (runsc, cgroups, mounts and debootstrap need it).
 set -euo pipefail
 
@@ -44,6 +45,11 @@ command -v gcc >/dev/null || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 # The web console's browser test drives Debian's headless Chromium.
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The microVM backend (airlockd --microvm): QEMU's microvm machine. Its
+# guest kernel comes from Debian's linux-image-amd64, unpacked below into
+# the state directory (not installed on the host).
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v dpkg-deb >/dev/null || need+=(dpkg)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
@@ -99,6 +105,35 @@ else
 	fi
 fi
 
+step "guest kernel for the microVM backend (Debian's linux-image-amd64, unpacked into $STATE_DIR/kernel)"
+# The kernel package linux-image-amd64 points at, downloaded with apt and
+# unpacked (dpkg-deb -x) into a directory named after its version: the
+# host's /boot and /lib/modules stay untouched, and the image builder
+# takes the newest directory there (see image.FindKernel).
+kpkg="$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
+if [ -z "$kpkg" ]; then
+	apt-get update -q
+	kpkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
+fi
+kver="$(apt-cache policy "$kpkg" | awk '/Candidate:/ {print $2}')"
+kdir="$STATE_DIR/kernel/${kpkg#linux-image-}_${kver}"
+if [ -f "$kdir/.complete" ]; then
+	echo "present: $kdir"
+else
+	echo "downloading $kpkg $kver with apt-get download and unpacking it..."
+	tmp="$(mktemp -d)"
+	chown _apt "$tmp" 2>/dev/null || chmod 0777 "$tmp" # apt downloads as its own user
+	(cd "$tmp" && apt-get download -q "$kpkg=$kver")
+	rm -rf "$kdir.tmp"
+	mkdir -p "$kdir.tmp"
+	dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$kdir.tmp"
+	rm -rf "$tmp"
+	touch "$kdir.tmp/.complete"
+	rm -rf "$kdir"
+	mv "$kdir.tmp" "$kdir"
+	echo "unpacked into $kdir"
+fi
+
 step "binaries (bin/airlockd, bin/airlock, bin/airlock-agent)"
 cd "$REPO"
 mkdir -p bin
@@ -111,7 +146,8 @@ echo "built in $REPO/bin"
 step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
-bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent all
+# --guest: the microVM backend's kernel, initramfs and root disk of each image too
+bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent --guest all
 bin/airlock image ls --state-dir "$STATE_DIR"
 
 step "setup done in $((SECONDS - t0)) s"

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/airlockhq/airlock/agent"
+	"github.com/airlockhq/airlock/microvm/guestinit"
 	"github.com/airlockhq/airlock/namespaces/nsinit"
 )
 
@@ -28,6 +29,7 @@ type stdio struct {
 }
 
 func main() {
+	guestinit.RunIfAsked()   // PID 1 of a microVM guest: execs the agent, never returns
 	nsinit.RunIfAsked()      // the namespaces backend's init stage: execs the agent, never returns
 	agent.RunHelperIfAsked() // starting a program under a memory limit: never returns
 	agent.HardenInit()

@@ -19,7 +19,7 @@ func init() {
 }
 
 const imageUsage = `usage:
-  airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] NAME...   (NAME may be "all")
+  airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] [--guest] NAME...   (NAME may be "all")
   airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
   airlock image ls [--state-dir DIR]
   airlock image prune [--state-dir DIR] [--agent PATH]   (removes images other than the current one of each name)`
@@ -69,6 +69,7 @@ func runImageBuild(ctx context.Context, args []string) error {
 	mirror := fs.String("mirror", "", "Debian mirror URL (default: from the host's apt sources)")
 	var hs hostSecretFlags
 	hs.register(fs)
+	guest := fs.Bool("guest", false, "also build each image's microVM guest artefacts (kernel, initramfs, root disk) from the kernel scripts/setup.sh unpacked into the state directory; the microvm backend otherwise builds them at its first boot of the image")
 	names, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -122,6 +123,18 @@ func runImageBuild(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%s %s %s in %s: %s\n", img.Name, image.Short(img.Hash), image.HumanSize(img.SizeBytes),
 			time.Since(start).Round(100*time.Millisecond), img.Rootfs)
+		if *guest {
+			abs, err := filepath.Abs(*stateDir)
+			if err != nil {
+				return err
+			}
+			g, err := image.BuildGuest(ctx, image.GuestConfig{StateDir: abs, Progress: os.Stdout}, img)
+			if err != nil {
+				return fmt.Errorf("guest of %s: %w", n, err)
+			}
+			fmt.Printf("%s guest %s: kernel %s, root disk %s: %s\n", img.Name, image.Short(g.Hash), g.KernelRelease,
+				image.HumanSize(g.RootDiskBytes), filepath.Dir(g.RootDisk))
+		}
 	}
 	return nil
 }

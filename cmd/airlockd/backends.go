@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/microvm"
+	"github.com/airlockhq/airlock/microvm/qemu"
 	"github.com/airlockhq/airlock/namespaces"
 )
 
@@ -15,8 +20,16 @@ import (
 // gVisor's, whose reconciler owns all of its parent. The returned func
 // removes the backend's ready disks on the way out.
 func extraBackends(o options, logger *slog.Logger) ([]airlock.Backend, func(), error) {
+	var out []airlock.Backend
+	if o.microvm {
+		b, err := microvmBackend(o, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, b)
+	}
 	if !o.namespaces {
-		return nil, func() {}, nil
+		return out, func() {}, nil
 	}
 	b, err := namespaces.New(namespaces.Config{
 		StateDir:     filepath.Join(o.stateDir, "namespaces"),
@@ -27,9 +40,52 @@ func extraBackends(o options, logger *slog.Logger) ([]airlock.Backend, func(), e
 		return nil, nil, err
 	}
 	logger.Info("namespaces backend enabled", "landlock_abi", b.LandlockABI())
-	return []airlock.Backend{b}, func() {
+	return append(out, b), func() {
 		if err := b.Close(); err != nil {
 			logger.Warn("closing the namespaces backend", "err", err)
 		}
 	}, nil
+}
+
+// microvmBackend makes the microVM backend (--microvm): QEMU microvm
+// guests, which requests reach by asking for isolation "vm". Its cgroups
+// live under <cgroup-parent>-microvm. The acceleration (kvm or tcg) is
+// probed here, logged, and shown in /readyz.
+func microvmBackend(o options, logger *slog.Logger) (*microvm.Backend, error) {
+	kdir, err := image.FindKernel(filepath.Join(o.stateDir, "kernel"))
+	if err != nil {
+		return nil, fmt.Errorf("--microvm: %w", err)
+	}
+	kernel, err := image.KernelImage(kdir)
+	if err != nil {
+		return nil, fmt.Errorf("--microvm: %w", err)
+	}
+	drv, err := qemu.New(context.Background(), qemu.Config{ProbeKernel: kernel, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--microvm: %w", err)
+	}
+	b, err := microvm.New(microvm.Config{
+		StateDir:      filepath.Join(o.stateDir, "microvm"),
+		ImageStateDir: o.stateDir,
+		KernelDir:     kdir,
+		Driver:        drv,
+		CgroupParent:  o.cgroupParent + "-microvm",
+		Logger:        logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("microvm backend enabled", "accel", drv.Accel(), "why", drv.AccelReason(), "kernel", kdir)
+	return b, nil
+}
+
+// microvmAccel is the acceleration of the node's microVM backend, "" if
+// it has none.
+func microvmAccel(backends []airlock.Backend) string {
+	for _, b := range backends {
+		if a := b.Capabilities().Accelerator; a != "" {
+			return a
+		}
+	}
+	return ""
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/manager"
+	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/sqlite"
@@ -61,6 +62,7 @@ type options struct {
 	noSnapshots    bool
 	debugListen    string
 	namespaces     bool
+	microvm        bool
 	tenantShare    float64
 	maxQueue       int
 	maxStarts      int
@@ -75,6 +77,7 @@ type options struct {
 }
 
 func main() {
+	jailer.RunIfAsked() // this binary run again as a microVM's jailer: execs QEMU, never returns
 	var o options
 	flag.StringVar(&o.listen, "listen", envOr("AIRLOCK_LISTEN", "127.0.0.1:8080"), "address to serve the API on (env AIRLOCK_LISTEN)")
 	flag.StringVar(&o.stateDir, "state-dir", envOr("AIRLOCK_STATE_DIR", "/var/lib/airlock"), "state directory: database, blobs, images, sandboxes (env AIRLOCK_STATE_DIR)")
@@ -97,6 +100,7 @@ func main() {
 	flag.BoolVar(&o.noSnapshots, "no-snapshots", false, "never restore from base snapshots (every sandbox boots)")
 	flag.BoolVar(&o.namespaces, "namespaces", envOr("AIRLOCK_NAMESPACES", "") == "1", "also offer the namespaces backend (isolation \"container\", first-party tenants only) (env AIRLOCK_NAMESPACES=1)")
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
+	flag.BoolVar(&o.microvm, "microvm", envOr("AIRLOCK_MICROVM", "") == "1", "also offer the microVM backend (isolation \"vm\": QEMU microvm guests, KVM when it works, else TCG) (env AIRLOCK_MICROVM=1)")
 	o.sessions.register(flag.CommandLine)
 	o.egress.register(flag.CommandLine)
 	o.api.register(flag.CommandLine)
@@ -343,6 +347,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		Blobs:        blobs,
 		Executor:     mgr,
 		Ready:        readiness(images),
+		MicroVM:      microvmAccel(extra),
 		Metrics:      promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
 		MetricsKey:   o.api.metricsKey,
 		LoopbackOnly: loopback,

@@ -19,6 +19,8 @@ import (
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/microvm"
+	"github.com/airlockhq/airlock/microvm/qemu"
 	"github.com/airlockhq/airlock/namespaces"
 )
 
@@ -167,6 +169,75 @@ func Namespaces(t testing.TB) *namespaces.Backend {
 		if err := b.Close(); err != nil {
 			t.Errorf("close backend: %v", err)
 		}
+		ids, err := b.Reconcile(ctx)
+		if err != nil {
+			t.Errorf("reconcile at cleanup: %v", err)
+		}
+		if len(ids) > 0 {
+			t.Errorf("sandboxes left behind at test end: %v", ids)
+		}
+		if err := b.CheckClean(ctx); err != nil {
+			t.Errorf("host not clean after the test: %v", err)
+		}
+		if err := b.RemoveAll(); err != nil {
+			t.Errorf("remove backend state: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	return b
+}
+
+// MicroVM returns a microVM backend (QEMU microvm, KVM when the probe
+// boot works, else TCG) with its own state directory, cgroup parent and
+// a random block of host uids, booting the guest kernel scripts/setup.sh
+// unpacked into StateDir()/kernel. The test binary must call
+// jailer.RunIfAsked in its TestMain: QEMU's jailer is the test binary
+// run again. When the test ends, every sandbox it left is reconciled
+// away and the test fails if anything of them remains on the host.
+func MicroVM(t testing.TB) *microvm.Backend {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		testreq.Skip(t, "skipped: qemu-system-x86_64 not installed; scripts/setup.sh installs it")
+	}
+	kdir, err := image.FindKernel(StateDir() + "/kernel")
+	if err != nil {
+		testreq.Skipf(t, "skipped: %v", err)
+	}
+	kernel, err := image.KernelImage(kdir)
+	if err != nil {
+		testreq.Skipf(t, "skipped: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	drv, err := qemu.New(context.Background(), qemu.Config{ProbeKernel: kernel, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "airlock-test-vm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r [2]byte
+	rand.Read(r[:])
+	b, err := microvm.New(microvm.Config{
+		StateDir:      dir,
+		ImageStateDir: StateDir(),
+		KernelDir:     kdir,
+		Driver:        drv,
+		CgroupParent:  "airlock-test-vm-" + RandomID(),
+		UIDBase:       microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096,
+		UIDCount:      4096,
+		// Boots under TCG on a loaded two-core machine take tens of
+		// seconds.
+		StartTimeout: 3 * time.Minute,
+		Logger:       logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		ids, err := b.Reconcile(ctx)
 		if err != nil {
 			t.Errorf("reconcile at cleanup: %v", err)

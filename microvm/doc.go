@@ -1,0 +1,51 @@
+// Package microvm is the microVM backend (isolation "vm"): each sandbox
+// is a QEMU microvm guest with a kernel of its own (Debian's), started
+// through the vmm.Driver interface (package qemu ships; package vmm has
+// the interface, package qemu's doc maps it to Firecracker's API).
+//
+// A sandbox boots the image's guest artefacts (package image, BuildGuest:
+// the kernel, our own initramfs whose /init is the image's agent running
+// package guestinit, and a read-only ext4 root disk of the rootfs, built
+// once per image and kept in the image store) with a scratch disk of its
+// own: a sparse ext4 file sized to the disk limit (a copy of a formatted
+// template), holding /workspace and /tmp, deleted with the sandbox. The
+// agent speaks the agent protocol over a virtio-serial port whose host
+// side is a unix socket in the machine's directory. There is no network
+// device at all (networking through a tap in the sandbox's network
+// namespace is later work): NetworkModes is "none".
+//
+// Limits, all outside the guest: vCPUs (-smp, the CPU limit rounded up)
+// and guest memory (-m, the memory limit: the guest kernel's OOM killer
+// acts inside it, and the host reads its "Out of memory" lines on the
+// console, which programs in the guest cannot write to); the VMM's host
+// cgroup bounds QEMU's own memory (guest RAM plus Config.MemoryOverhead),
+// CPU (the CPU limit plus a quarter of a CPU for the VMM's I/O thread;
+// the guest itself never gets more than its vCPUs) and tasks; the disk is the scratch disk's size and
+// inode count; the process count is RLIMIT_NPROC in the guest, enforced
+// by the guest kernel.
+//
+// The VMM is jailed (package jailer): a host uid and gid of its own per
+// sandbox from Config.UIDBase, a chroot holding only the machine's files,
+// new mount, PID, IPC, UTS and network namespaces, and QEMU's seccomp
+// sandbox.
+//
+// Stop asks the agent to end every program (kill -9 -1 as the sandbox
+// user) and flush the disk, then quits the VMM; the workspace is then
+// read from the host by mounting the scratch disk read-only (nosuid,
+// nodev, noexec). That mount puts a file system the guest wrote in front
+// of the host kernel's ext4 driver: writing a hostile one takes root in
+// the guest first, and a userspace reader (debugfs rdump) would remove
+// even that exposure; it is the known weak point of this first version.
+// WorkspaceDir is empty until Stop: the host has no live view of a
+// running guest's files.
+//
+// QEMU does not depend on the process that started it, but this version
+// cannot reattach to a running guest yet, so Capabilities say Reattach:
+// false and Reconcile ends what a crashed airlockd left: every VMM in the
+// backend's cgroup parent (killed with its cgroup), and every machine
+// directory with its chroot, disk and mounts.
+//
+// The package owns its state directory (StateDir/vms, StateDir/templates),
+// the cgroups under its parent and the host uids of its range; it must
+// not touch anything else on the host.
+package microvm

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package guestinit
+
+// RunIfAsked does nothing off Linux.
+func RunIfAsked() {}

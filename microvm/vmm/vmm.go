@@ -1,0 +1,136 @@
+package vmm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+)
+
+// Accel is how a machine's vCPUs run.
+type Accel string
+
+const (
+	// AccelKVM runs the guest on hardware virtualisation.
+	AccelKVM Accel = "kvm"
+	// AccelTCG emulates the guest's CPU in software (QEMU's TCG): slow,
+	// but the same isolation and code paths.
+	AccelTCG Accel = "tcg"
+)
+
+// Driver starts machines of one VMM.
+type Driver interface {
+	// Name of the VMM ("qemu").
+	Name() string
+	// Accel is the acceleration machines of this driver use, chosen when
+	// the driver was made.
+	Accel() Accel
+	// Start jails and boots a machine and returns once the VMM runs (not
+	// once the guest has booted). On error nothing of it is left.
+	Start(ctx context.Context, cfg MachineConfig) (Machine, error)
+}
+
+// Machine is one running VMM process and its guest.
+type Machine interface {
+	// PID of the VMM process on the host.
+	PID() int
+	// AgentSocket is the host path of the unix socket behind the guest's
+	// agent port: connect to it to talk to the agent.
+	AgentSocket() string
+	// Done is closed when the VMM process has exited.
+	Done() <-chan struct{}
+	// Pause stops the vCPUs; Resume lets them run again.
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	// Shutdown asks the VMM to quit at once (the guest does not get to
+	// run its shutdown) and waits for the process to exit; Kill sends it
+	// SIGKILL and waits. Both are safe to call more than once.
+	Shutdown(ctx context.Context) error
+	Kill() error
+}
+
+// Drive is a block device of the guest (virtio-blk over MMIO).
+type Drive struct {
+	ID       string // [a-z0-9-]
+	Path     string // host path of a raw disk image
+	ReadOnly bool
+	// Serial is what the guest reads in /sys/block/vdX/serial, so it can
+	// tell its disks apart whatever their order.
+	Serial string
+}
+
+// Jail says how the VMM process is confined on the host (our own jailer
+// step, as Firecracker's jailer does): run as UID/GID, chrooted in Dir
+// (which then holds only the machine's files, each linked in, and the
+// sockets), in the cgroup the caller made and in new mount, PID, IPC, UTS
+// and network namespaces.
+type Jail struct {
+	UID, GID int
+	// Dir is the per-machine directory, created by the caller, owned by
+	// root; the driver links the kernel, initramfs and drives in and
+	// creates its sockets there.
+	Dir string
+	// AddToCgroup, when set, puts the jailed process into the machine's
+	// cgroup before anything of the VMM runs.
+	AddToCgroup func(pid int) error
+}
+
+// MachineConfig is one machine to start.
+type MachineConfig struct {
+	ID      string
+	Kernel  string // host path of the kernel (bzImage)
+	Initrd  string // host path of the initramfs
+	Cmdline string
+	VCPUs   int
+	// MemoryMiB is the guest's RAM.
+	MemoryMiB int64
+	Drives    []Drive
+	// AgentPort is the name of the guest's virtio-serial port for the
+	// agent (what the guest reads in /sys/class/virtio-ports/*/name).
+	AgentPort string
+	// Console receives the guest's serial console and the VMM's own
+	// messages (capped by the caller).
+	Console io.Writer
+	Jail    Jail
+}
+
+var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+var validDriveID = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
+
+// Validate checks c.
+func (c *MachineConfig) Validate() error {
+	if !validID.MatchString(c.ID) {
+		return fmt.Errorf("vmm: invalid machine id %q", c.ID)
+	}
+	for _, p := range []string{c.Kernel, c.Initrd, c.Jail.Dir} {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("vmm: path %q is not absolute", p)
+		}
+	}
+	if c.VCPUs < 1 || c.VCPUs > 64 {
+		return fmt.Errorf("vmm: %d vCPUs", c.VCPUs)
+	}
+	if c.MemoryMiB < 32 {
+		return fmt.Errorf("vmm: %d MiB of memory is too little", c.MemoryMiB)
+	}
+	if !validName.MatchString(c.AgentPort) {
+		return fmt.Errorf("vmm: invalid port name %q", c.AgentPort)
+	}
+	seen := map[string]bool{}
+	for _, d := range c.Drives {
+		if !validDriveID.MatchString(d.ID) || seen[d.ID] {
+			return fmt.Errorf("vmm: invalid or repeated drive id %q", d.ID)
+		}
+		seen[d.ID] = true
+		if !filepath.IsAbs(d.Path) || (d.Serial != "" && !validName.MatchString(d.Serial)) {
+			return fmt.Errorf("vmm: drive %s: bad path or serial", d.ID)
+		}
+	}
+	if c.Jail.UID <= 0 || c.Jail.GID <= 0 {
+		return errors.New("vmm: the VMM must run as an unprivileged uid and gid")
+	}
+	return nil
+}
