@@ -34,6 +34,12 @@ type Options struct {
 	// CgroupParent is the backend's cgroup parent: after every case it
 	// has the same children as before, and no process is in it.
 	CgroupParent string
+	// Slowdown stretches the durations of cases that measure work done
+	// in a time (a program's throughput before its deadline), for a
+	// backend that runs code slower by design, such as a microVM under
+	// QEMU's TCG: the assertions stay the same, the program gets more
+	// time to meet them. Zero or less means 1.
+	Slowdown float64
 }
 
 // Checker is implemented by backends that can tell whether anything of
@@ -158,6 +164,14 @@ func (e *Env) Caps() airlock.Capabilities { return e.caps }
 
 // Limits are the suite's default limits.
 func (e *Env) Limits() airlock.Limits { return e.opts.Limits }
+
+// Scaled is d stretched by the backend's Slowdown.
+func (e *Env) Scaled(d time.Duration) time.Duration {
+	if e.opts.Slowdown <= 1 {
+		return d
+	}
+	return time.Duration(float64(d) * e.opts.Slowdown)
+}
 
 // Sandbox creates a sandbox with the given limits (nil: the defaults);
 // it is destroyed when the case ends.
