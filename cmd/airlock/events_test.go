@@ -75,11 +75,18 @@ func TestEventsAndQuarantine(t *testing.T) {
 	if !quarantined() {
 		t.Fatal("not quarantined in the store")
 	}
+	// tenant ls says so, with the guard policy beside it.
+	if out, _, code := runCLI(t, runTenant, "", "ls", "--state-dir", dir); code != 0 || !lsRow(out, "acme", "warn", "since ") {
+		t.Errorf("tenant ls of a quarantined tenant: %d %q", code, out)
+	}
 	if out, errs, code := runCLI(t, runTenant, "", "unquarantine", "acme", "--state-dir", dir); code != 0 || !strings.Contains(out, "no longer quarantined") || !strings.Contains(out, "test") {
 		t.Fatalf("unquarantine: %d %q %q", code, out, errs)
 	}
 	if quarantined() {
 		t.Fatal("still quarantined")
+	}
+	if out, _, code := runCLI(t, runTenant, "", "ls", "--state-dir", dir); code != 0 || !lsRow(out, "acme", "warn", "no") {
+		t.Errorf("tenant ls after the quarantine was lifted: %d %q", code, out)
 	}
 	if out, _, code := runCLI(t, runTenant, "", "unquarantine", "acme", "--state-dir", dir); code != 0 || !strings.Contains(out, "was not quarantined") {
 		t.Errorf("unquarantine again: %d %q", code, out)
@@ -87,4 +94,25 @@ func TestEventsAndQuarantine(t *testing.T) {
 	if _, errs, code := runCLI(t, runTenant, "", "unquarantine", "nobody", "--state-dir", dir); code != 1 || !strings.Contains(errs, "no such tenant") {
 		t.Errorf("unquarantine nobody: %d %q", code, errs)
 	}
+}
+
+// lsRow reports whether the tenant ls output has a row for name whose
+// fields hold each of want, in order.
+func lsRow(out, name string, want ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != name {
+			continue
+		}
+		rest := strings.Join(f[2:], " ")
+		for _, w := range want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				return false
+			}
+			rest = rest[i+len(w):]
+		}
+		return true
+	}
+	return false
 }

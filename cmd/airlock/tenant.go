@@ -43,7 +43,8 @@ on the server host, as the user that owns the state directory (root).
             sandbox_seconds_per_day  sandbox wall time per UTC day (or 8h)
             egress_bytes_per_day     egress bytes per UTC day (e.g. 10GiB)
           A running airlockd applies it within its --quota-flush (10 s).
-  ls      lists the tenants, oldest first, with their quota overrides
+  ls      lists the tenants, oldest first, with their guard policy,
+          whether they are quarantined, and their quota overrides
   usage   shows each tenant's (or NAME's) use against its quotas, read
           from the store: SESSIONS, VCPU and MEMORY from the live sessions
           recorded (their sizes); RUNS from the one-shot executions
@@ -163,9 +164,18 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tCREATED\tQUOTAS")
+	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tGUARD\tQUARANTINED\tCREATED\tQUOTAS")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
+		q, err := db.TenantQuarantine(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		quarantined := "no"
+		if q != nil {
+			quarantined = "since " + q.Since.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.Guard.Effective(),
+			quarantined, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
 	}
 	return tw.Flush()
 }
