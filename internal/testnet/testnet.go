@@ -16,6 +16,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,27 +65,41 @@ func New(t testing.TB) *Internet {
 	if os.Geteuid() != 0 {
 		testreq.Skip(t, "skipped: needs root (network namespaces)")
 	}
-	var r [3]byte
-	rand.Read(r[:])
-	n := &Internet{
-		t:      t,
-		Name:   "ti" + hex.EncodeToString(r[:2]),
-		Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + r[2]&1, r[0], 0}), 24),
-		next:   10,
-		names:  map[string][]netip.Addr{},
-	}
-	b := n.Prefix.Addr().As4()
-	n.HostIP = netip.AddrFrom4([4]byte{b[0], b[1], b[2], 1})
-	n.DNSAddr = netip.AddrFrom4([4]byte{b[0], b[1], b[2], 2})
-	n.hostIf = n.Name + "h"
-	path, err := netns.NewNamed(netns.DefaultDir, n.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.NSPath = path
-	t.Cleanup(n.remove)
-	if err := n.link(); err != nil {
-		t.Fatal(err)
+	// Names and the /24 are random; tests of several packages make
+	// internets at once, and two may draw the same name or /24 (the
+	// kernel then answers EEXIST): draw again.
+	var n *Internet
+	for attempt := 0; ; attempt++ {
+		var r [3]byte
+		rand.Read(r[:])
+		n = &Internet{
+			t:      t,
+			Name:   "ti" + hex.EncodeToString(r[:2]),
+			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + r[2]&1, r[0], 0}), 24),
+			next:   10,
+			names:  map[string][]netip.Addr{},
+		}
+		b := n.Prefix.Addr().As4()
+		n.HostIP = netip.AddrFrom4([4]byte{b[0], b[1], b[2], 1})
+		n.DNSAddr = netip.AddrFrom4([4]byte{b[0], b[1], b[2], 2})
+		n.hostIf = n.Name + "h"
+		path, err := netns.NewNamed(netns.DefaultDir, n.Name)
+		if errors.Is(err, os.ErrExist) && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.NSPath = path
+		err = n.link()
+		if err == nil {
+			t.Cleanup(n.remove)
+			break
+		}
+		n.remove()
+		if !errors.Is(err, syscall.EEXIST) || attempt >= 16 {
+			t.Fatal(err)
+		}
 	}
 	n.makeCA()
 	n.serveDNS()
