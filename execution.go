@@ -107,6 +107,10 @@ type Execution struct {
 	StartSource string `json:"start_source,omitempty"`
 	// Backend names the backend that ran the code (gvisor, namespaces).
 	Backend string `json:"backend,omitempty"`
+	// Accelerator is how a microVM backend's guest ran: "kvm" (hardware
+	// virtualisation) or "tcg" (QEMU's emulator, same isolation, much
+	// slower); empty for the other backends.
+	Accelerator string `json:"accelerator,omitempty"`
 	// Phases are the milliseconds spent in each phase: acquire, hand_in,
 	// run, collect, destroy (destroy is recorded after the response).
 	Phases map[string]float64 `json:"phases_ms,omitempty"`

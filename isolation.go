@@ -52,12 +52,18 @@ func (c Capabilities) Isolation() Isolation {
 // ("airlock tenant set NAME --first-party"): their code only ever runs
 // behind a separate kernel (gVisor, a microVM). First-party tenants may
 // also use the container level, for code that never runs model-chosen
-// input.
+// input. An operator may raise a tenant's floor (Tenant.Isolation,
+// "airlock tenant set NAME --isolation vm"); the floor is the stronger of
+// the two, so a setting never lowers it.
 func (t *Tenant) IsolationFloor() Isolation {
+	floor := IsolationKernel
 	if t != nil && t.FirstParty {
-		return IsolationContainer
+		floor = IsolationContainer
 	}
-	return IsolationKernel
+	if t != nil && t.Isolation.Valid() && t.Isolation.rank() > floor.rank() {
+		floor = t.Isolation
+	}
+	return floor
 }
 
 // Problem types of isolation choices.
@@ -72,6 +78,8 @@ const (
 // backends, its default first. The rules, by Capabilities and never by
 // name:
 //
+//   - the tenant's floor is IsolationFloor: kernel, container for a
+//     first-party tenant, raised by the operator's Tenant.Isolation;
 //   - asking for a level below the tenant's floor is refused
 //     (isolation-not-allowed, 403), as a first-party-only level is for
 //     any tenant not marked first-party;
@@ -86,8 +94,12 @@ func ChooseBackend(backends []Backend, t *Tenant, want Isolation) (Backend, erro
 		return nil, Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", want, isolationNames())
 	}
 	if want != "" && !want.AtLeast(floor) {
+		if want == IsolationContainer && floor == IsolationKernel {
+			return nil, Problem(EFORBIDDEN, ProblemIsolationNotAllowed,
+				"isolation %q runs code on the host's kernel and is for first-party tenants only; this tenant's code runs with isolation %q or stronger", want, floor)
+		}
 		return nil, Problem(EFORBIDDEN, ProblemIsolationNotAllowed,
-			"isolation %q runs code on the host's kernel and is for first-party tenants only; this tenant's code runs with isolation %q or stronger", want, floor)
+			"this tenant's code runs with isolation %q or stronger (its operator's setting), not %q", floor, want)
 	}
 	if want == "" && len(backends) > 0 && backends[0].Capabilities().Isolation().AtLeast(floor) {
 		return backends[0], nil
@@ -107,6 +119,19 @@ func ChooseBackend(backends []Backend, t *Tenant, want Isolation) (Backend, erro
 		return nil, Problem(EUNAVAILABLE, ProblemIsolationUnavailable, "no backend on this node gives isolation %q or stronger", need)
 	}
 	return best, nil
+}
+
+// ParseIsolation parses a level's name ("container", "kernel", "vm");
+// "gvisor" is accepted for "kernel".
+func ParseIsolation(s string) (Isolation, error) {
+	i := Isolation(strings.ToLower(strings.TrimSpace(s)))
+	if i == "gvisor" {
+		i = IsolationKernel
+	}
+	if !i.Valid() {
+		return "", Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", s, isolationNames())
+	}
+	return i, nil
 }
 
 func isolationNames() string {

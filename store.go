@@ -17,6 +17,10 @@ type Store interface {
 	// its isolation floor (see Tenant.IsolationFloor); ErrNotFound if the
 	// tenant does not exist.
 	SetTenantFirstParty(ctx context.Context, tenantID string, firstParty bool) error
+	// SetTenantIsolation sets the operator's isolation floor of a tenant
+	// ("" for none; see Tenant.Isolation); EINVALID for an unknown level,
+	// ErrNotFound if the tenant does not exist.
+	SetTenantIsolation(ctx context.Context, tenantID string, i Isolation) error
 
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// TenantByKeyHash resolves a key hash to its tenant; ErrNotFound if none.

@@ -8,6 +8,12 @@ type Tenant struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
 	FirstParty bool   `json:"first_party"`
+	// Isolation is the operator's choice of the weakest isolation the
+	// tenant's code runs under ("airlock tenant set NAME --isolation
+	// vm"); "" leaves the floor that FirstParty sets. It raises the floor
+	// and never lowers it (see IsolationFloor), so it is also the
+	// tenant's default when its requests ask for nothing.
+	Isolation Isolation `json:"isolation,omitempty"`
 	// Guard is the tenant's guard policy ("" is GuardWarn).
 	Guard     GuardPolicy `json:"guard,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`

@@ -185,6 +185,45 @@ func TestClaimIsolationAndNetwork(t *testing.T) {
 	}
 }
 
+// A tenant whose operator set its floor to vm gets the microVM backend
+// whatever it asks for, one-shot or session, and is refused anything
+// weaker; the lease's accelerator is the backend's.
+func TestClaimVMFloor(t *testing.T) {
+	vm := fakeBackend{name: "microvm", caps: airlock.Capabilities{SeparateKernel: true, HardwareIsolation: true, Accelerator: "tcg"}}
+	p, err := provision.New(provision.Config{
+		Backends: []airlock.Backend{
+			fakeBackend{name: "kernel", caps: airlock.Capabilities{SeparateKernel: true}},
+			fakeBackend{name: "container"}, vm,
+		},
+		Pool: provision.PoolConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tn := range []*airlock.Tenant{
+		{ID: "v", Isolation: airlock.IsolationVM},
+		{ID: "vf", FirstParty: true, Isolation: airlock.IsolationVM},
+	} {
+		for _, kind := range []provision.Kind{provision.OneShot, provision.Session} {
+			for _, want := range []airlock.Isolation{"", airlock.IsolationVM} {
+				tk, err := p.Admit(ctx, provision.Claim{Kind: kind, Tenant: tn, Isolation: want})
+				if err != nil || tk.Backend().Name() != "microvm" {
+					t.Fatalf("%s %s asks for %q: %v, want the microvm backend", tn.ID, kind, want, err)
+				}
+				tk.Cancel()
+			}
+			for _, want := range []airlock.Isolation{airlock.IsolationKernel, airlock.IsolationContainer} {
+				_, err := p.Admit(ctx, provision.Claim{Kind: kind, Tenant: tn, Isolation: want})
+				wantProblem(t, tn.ID+" "+kind.String()+" asks for "+string(want), err, airlock.EFORBIDDEN, airlock.ProblemIsolationNotAllowed, false)
+			}
+		}
+		if u := p.Usage(tn.ID); u != (provision.Usage{}) {
+			t.Errorf("%s: claims left usage %+v", tn.ID, u)
+		}
+	}
+}
+
 // BenchmarkAdmit is the cost of choosing the backend and taking and
 // giving back a one-shot slot.
 func BenchmarkAdmit(b *testing.B) {

@@ -27,6 +27,15 @@ func (l *Lease) Sandbox() airlock.Sandbox { return l.sb }
 // BackendName names the backend of the sandbox.
 func (l *Lease) BackendName() string { return l.backend }
 
+// Accelerator is how the sandbox's guest runs when its backend is a
+// microVM's ("kvm" or "tcg"); "" for the other backends.
+func (l *Lease) Accelerator() string {
+	if l.ticket == nil || l.ticket.backend == nil {
+		return ""
+	}
+	return l.ticket.backend.Capabilities().Accelerator
+}
+
 // StartSource says how the sandbox was obtained: airlock.StartPool,
 // StartRestore or StartCold.
 func (l *Lease) StartSource() string { return l.source }

@@ -36,7 +36,7 @@ var ErrCellStuck = errors.New("run: the cell did not end after its timeout")
 // server-restarting (Detached: the record stays open) or sandbox-failed.
 func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*protocol.CellResult, error) {
 	sb := c.Target.Sandbox()
-	e.Backend, e.StartSource = c.Target.BackendName(), c.Target.StartSource()
+	e.Backend, e.StartSource, e.Accelerator = c.Target.BackendName(), c.Target.StartSource(), c.Target.Accelerator()
 	if e.Phases == nil {
 		e.Phases = map[string]float64{}
 	}

@@ -102,7 +102,7 @@ const (
 //     goes on and its record stays open.
 func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlock.Execution, error) {
 	sb := job.Target.Sandbox()
-	e.Backend, e.StartSource = job.Target.BackendName(), job.Target.StartSource()
+	e.Backend, e.StartSource, e.Accelerator = job.Target.BackendName(), job.Target.StartSource(), job.Target.Accelerator()
 	if e.Phases == nil {
 		e.Phases = map[string]float64{}
 	}

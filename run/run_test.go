@@ -59,6 +59,7 @@ type target struct{ sb *hostSandbox }
 func (t target) Sandbox() airlock.Sandbox { return t.sb }
 func (t target) BackendName() string      { return "host" }
 func (t target) StartSource() string      { return airlock.StartPool }
+func (t target) Accelerator() string      { return "tcg" }
 
 type fixture struct {
 	r      *run.Runner
@@ -153,7 +154,7 @@ func TestProgramResultRecorded(t *testing.T) {
 	}
 	rec := f.recorded(t, got)
 	if rec.Status != airlock.StatusCompleted || rec.EndedBy != "" || len(rec.LimitsHit) != 0 || rec.ExitCode != 3 || rec.Stdout != "handed in\n" || rec.Stderr != "err\n" ||
-		rec.Backend != "host" || rec.StartSource != airlock.StartPool || rec.PeakMemoryMB != 3 || rec.TimedOut {
+		rec.Backend != "host" || rec.Accelerator != "tcg" || rec.StartSource != airlock.StartPool || rec.PeakMemoryMB != 3 || rec.TimedOut {
 		t.Errorf("record: %+v", rec)
 	}
 	for _, p := range []string{airlock.PhaseAcquire, airlock.PhaseHandIn, airlock.PhaseRun, airlock.PhaseCollect} {
@@ -299,7 +300,7 @@ func TestCellRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := f.recorded(t, e)
-	if res.Error == nil || rec.ExitCode != 1 || rec.Stdout != "hi\n" || rec.Status != airlock.StatusCompleted || rec.StartSource != airlock.StartPool {
+	if res.Error == nil || rec.ExitCode != 1 || rec.Stdout != "hi\n" || rec.Status != airlock.StatusCompleted || rec.StartSource != airlock.StartPool || rec.Accelerator != "tcg" {
 		t.Errorf("cell %+v, record %+v", res, rec)
 	}
 }

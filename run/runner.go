@@ -15,6 +15,8 @@ import (
 type Target interface {
 	Sandbox() airlock.Sandbox
 	BackendName() string
+	// Accelerator is a microVM backend's "kvm" or "tcg", "" otherwise.
+	Accelerator() string
 	StartSource() string
 }
 

@@ -112,13 +112,13 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 			stderr_truncated = ?, duration_ms = ?, peak_memory_mb = ?, timed_out = ?,
 			oom_killed = ?, had_network_attempt = ?, error = ?, artifacts_truncated = ?,
 			finished_at = ?, start_source = ?, phases = ?, backend = ?,
-			ended_by = ?, limits_hit = ?
+			ended_by = ?, limits_hit = ?, accelerator = ?
 			WHERE exec_id = ? AND tenant_id = ? AND status = 'running'`,
 			blocked, string(stored), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(finished),
 			e.StartSource, encodePhases(e.Phases), e.Backend,
-			e.EndedBy, strings.Join(e.LimitsHit, ","),
+			e.EndedBy, strings.Join(e.LimitsHit, ","), e.Accelerator,
 			e.ID, e.TenantID)
 		if err != nil {
 			return err
@@ -164,11 +164,11 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, accelerator`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, accelerator`
 )
 
 func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, error) {
@@ -181,7 +181,7 @@ func scanExecution(row interface{ Scan(...any) error }) (*airlock.Execution, err
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit, &e.Accelerator)
 	if err != nil {
 		return nil, err
 	}

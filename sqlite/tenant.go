@@ -16,6 +16,9 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	if strings.TrimSpace(t.Name) == "" {
 		return airlock.Errorf(airlock.EINVALID, "tenant name is required")
 	}
+	if t.Isolation != "" && !t.Isolation.Valid() {
+		return airlock.Errorf(airlock.EINVALID, "unknown isolation %q", t.Isolation)
+	}
 	now := db.now()
 	id := t.ID
 	if id == "" {
@@ -23,8 +26,8 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	}
 	created := stamp(t.CreatedAt, now)
 	_, err := db.write.ExecContext(ctx,
-		`INSERT INTO tenants (id, name, first_party, created_at, guard) VALUES (?, ?, ?, ?, ?)`,
-		id, t.Name, t.FirstParty, nanos(created), string(t.Guard))
+		`INSERT INTO tenants (id, name, first_party, created_at, guard, isolation) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, t.Name, t.FirstParty, nanos(created), string(t.Guard), string(t.Isolation))
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "tenants.name"):
 		return airlock.Errorf(airlock.ECONFLICT, "tenant %q exists", t.Name)
@@ -37,12 +40,12 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	return nil
 }
 
-const tenantColumns = `t.id, t.name, t.first_party, t.created_at, t.guard`
+const tenantColumns = `t.id, t.name, t.first_party, t.created_at, t.guard, t.isolation`
 
 func scanTenant(row interface{ Scan(...any) error }) (*airlock.Tenant, error) {
 	var t airlock.Tenant
 	var created int64
-	if err := row.Scan(&t.ID, &t.Name, &t.FirstParty, &created, &t.Guard); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.FirstParty, &created, &t.Guard, &t.Isolation); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = fromNanos(created)

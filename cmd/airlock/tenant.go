@@ -12,7 +12,7 @@ import (
 
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
-  airlock tenant set NAME [--first-party[=false]] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
+  airlock tenant set NAME [--first-party[=false]] [--isolation container|kernel|vm|default] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
   airlock tenant usage [NAME] [--json] [--state-dir DIR]
   airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
@@ -28,6 +28,13 @@ on the server host, as the user that owns the state directory (root).
           the host's kernel) when a request asks for it. --first-party=false
           takes that back: the tenant's code runs only behind a separate
           kernel (gVisor, a microVM), which is every tenant's default.
+          --isolation raises the tenant's floor: with vm its code runs
+          only in a microVM (airlockd --microvm), also when a request
+          asks for nothing or for something weaker (403
+          isolation-not-allowed; 503 isolation-unavailable on a node
+          without one); kernel keeps a first-party tenant off the host's
+          kernel. It never lowers the floor --first-party gives; default
+          drops the setting.
           --guard sets what the static check of code before it runs does:
           off (nothing), warn (run and report the findings; the default)
           or block (refuse code with a high or critical finding: 422
@@ -43,7 +50,8 @@ on the server host, as the user that owns the state directory (root).
             sandbox_seconds_per_day  sandbox wall time per UTC day (or 8h)
             egress_bytes_per_day     egress bytes per UTC day (e.g. 10GiB)
           A running airlockd applies it within its --quota-flush (10 s).
-  ls      lists the tenants, oldest first, with their guard policy,
+  ls      lists the tenants, oldest first, with their isolation floor,
+          their guard policy,
           whether they are quarantined, and their quota overrides
   usage   shows each tenant's (or NAME's) use against its quotas, read
           from the store: SESSIONS, VCPU and MEMORY from the live sessions
@@ -164,7 +172,7 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tGUARD\tQUARANTINED\tCREATED\tQUOTAS")
+	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tISOLATION\tGUARD\tQUARANTINED\tCREATED\tQUOTAS")
 	for _, t := range ts {
 		q, err := db.TenantQuarantine(ctx, t.ID)
 		if err != nil {
@@ -174,7 +182,7 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 		if q != nil {
 			quarantined = "since " + q.Since.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.Guard.Effective(),
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective(),
 			quarantined, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
 	}
 	return tw.Flush()

@@ -10,9 +10,9 @@ import (
 	"github.com/airlockhq/airlock/quota"
 )
 
-// runTenantSet changes a tenant's policy: whether it is first-party
-// (which sets its isolation floor), its guard policy and its quota
-// overrides.
+// runTenantSet changes a tenant's policy: whether it is first-party and
+// the isolation it asks for (which together set its isolation floor),
+// its guard policy and its quota overrides.
 func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant set", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
@@ -58,6 +58,20 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 		guardPolicy = &p
 		return nil
 	})
+	var isolation *airlock.Isolation
+	fs.Func("isolation", "", func(v string) error {
+		if strings.TrimSpace(v) == "default" {
+			none := airlock.Isolation("")
+			isolation = &none
+			return nil
+		}
+		i, err := airlock.ParseIsolation(v)
+		if err != nil {
+			return fmt.Errorf("want container, kernel (gvisor), vm or default")
+		}
+		isolation = &i
+		return nil
+	})
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err, 2)
@@ -65,8 +79,8 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	if len(pos) != 1 {
 		return usageError(std.err, "tenant", 2, "set wants one NAME")
 	}
-	if firstParty == nil && guardPolicy == nil && len(quotas) == 0 {
-		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false], --guard off|warn|block or --quota KEY=VALUE")
+	if firstParty == nil && guardPolicy == nil && isolation == nil && len(quotas) == 0 {
+		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false], --isolation container|kernel|vm|default, --guard off|warn|block or --quota KEY=VALUE")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -86,13 +100,19 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 		}
 		t.FirstParty = *firstParty
 	}
+	if isolation != nil {
+		if err := db.SetTenantIsolation(ctx, t.ID, *isolation); err != nil {
+			return err
+		}
+		t.Isolation = *isolation
+	}
 	if guardPolicy != nil {
 		if err := db.SetTenantGuard(ctx, t.ID, *guardPolicy); err != nil {
 			return err
 		}
 		t.Guard = *guardPolicy
 	}
-	if firstParty != nil || guardPolicy != nil {
+	if firstParty != nil || guardPolicy != nil || isolation != nil {
 		fmt.Fprintf(std.out, "tenant %s: first-party %v, isolation floor %s, guard %s\n",
 			printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective())
 	}

@@ -103,3 +103,59 @@ func TestTenantSetGuard(t *testing.T) {
 		t.Errorf("a refused --guard changed the policy to %q", got)
 	}
 }
+
+func TestTenantSetIsolation(t *testing.T) {
+	cliEnv(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	if _, errs, code := runCLI(t, runTenant, "", "create", "acme", "--state-dir", dir); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	stored := func() *airlock.Tenant {
+		t.Helper()
+		db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tn, err := db.TenantByName(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn
+	}
+	for _, tt := range []struct {
+		args  []string
+		set   airlock.Isolation
+		floor airlock.Isolation
+	}{
+		{[]string{"--isolation", "vm"}, airlock.IsolationVM, airlock.IsolationVM},
+		{[]string{"--isolation", "vm", "--first-party"}, airlock.IsolationVM, airlock.IsolationVM},
+		{[]string{"--isolation=gvisor"}, airlock.IsolationKernel, airlock.IsolationKernel},
+		{[]string{"--isolation", "default"}, "", airlock.IsolationContainer}, // still first-party
+		{[]string{"--isolation", "container", "--first-party=false"}, airlock.IsolationContainer, airlock.IsolationKernel},
+	} {
+		args := append([]string{"set", "acme"}, tt.args...)
+		out, errs, code := runCLI(t, runTenant, "", append(args, "--state-dir", dir)...)
+		if code != 0 || !strings.Contains(out, "isolation floor "+string(tt.floor)) {
+			t.Fatalf("%v: %d %q %q, want floor %s", tt.args, code, out, errs, tt.floor)
+		}
+		if got := stored(); got.Isolation != tt.set || got.IsolationFloor() != tt.floor {
+			t.Errorf("%v: stored isolation %q floor %s, want %q floor %s", tt.args, got.Isolation, got.IsolationFloor(), tt.set, tt.floor)
+		}
+	}
+	if _, _, code := runCLI(t, runTenant, "", "set", "acme", "--isolation", "vm", "--state-dir", dir); code != 0 {
+		t.Fatal("set --isolation vm failed")
+	}
+	if out, _, code := runCLI(t, runTenant, "", "ls", "--state-dir", dir); code != 0 || !strings.Contains(out, "ISOLATION") || !strings.Contains(out, " vm ") {
+		t.Errorf("ls does not show the floor vm: %q", out)
+	}
+	for _, bad := range []string{"microvm", "", "vm;rm"} {
+		_, errs, code := runCLI(t, runTenant, "", "set", "acme", "--isolation", bad, "--state-dir", dir)
+		if code != 2 || !strings.Contains(errs, "container, kernel (gvisor), vm or default") {
+			t.Errorf("--isolation %q: exit %d %q, want 2 and the levels", bad, code, errs)
+		}
+	}
+	if got := stored(); got.Isolation != airlock.IsolationVM {
+		t.Errorf("a refused --isolation changed it to %q", got.Isolation)
+	}
+}
