@@ -24,14 +24,15 @@ import (
 
 // GuestRecipeVersion names how guest artefacts are made; bump it when a
 // change here changes what a guest boots.
-const GuestRecipeVersion = "2"
+const GuestRecipeVersion = "3"
 
 // GuestModules are the kernel modules a guest loads, in this order (each
 // after its dependencies, which are added): the virtio transport over
-// MMIO and its console (the agent's port), the block device, and ext4
-// with the checksum it asks the crypto API for (a module nothing
-// "depends" on, so it is named here).
-var GuestModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk", "crc32c_generic", "ext4"}
+// MMIO and its console (the agent's port), the block device, ext4 with
+// the checksum it asks the crypto API for (a module nothing "depends"
+// on, so it is named here), and the network device of a guest with a
+// network (loaded in every guest; one without a network has no device).
+var GuestModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk", "crc32c_generic", "ext4", "virtio_net"}
 
 // What the VMM gives the guest's devices, and the guest's init looks for
 // (package guestinit): the serial numbers of the root and scratch disks

@@ -83,13 +83,13 @@ func TestBuildGuest(t *testing.T) {
 		t.Errorf("the initramfs does not hold the image's agent")
 	}
 	// The guest's init loads the modules in the order its config lists.
-	for _, m := range []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk", "jbd2", "mbcache", "crc32c_generic", "ext4"} {
+	for _, m := range []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk", "jbd2", "mbcache", "crc32c_generic", "ext4", "failover", "net_failover", "virtio_net"} {
 		if !bytes.Contains(initrd, []byte(`"/lib/modules/`+m+`.ko"`)) {
 			t.Fatalf("module %s is not in the initramfs config", m)
 		}
 	}
 	pos := func(m string) int { return bytes.Index(initrd, []byte(`"/lib/modules/`+m+`.ko"`)) }
-	for _, before := range [][2]string{{"virtio_ring", "virtio"}, {"virtio", "virtio_mmio"}, {"virtio_mmio", "virtio_console"}, {"virtio_console", "virtio_blk"}, {"jbd2", "ext4"}, {"mbcache", "ext4"}} {
+	for _, before := range [][2]string{{"virtio_ring", "virtio"}, {"virtio", "virtio_mmio"}, {"virtio_mmio", "virtio_console"}, {"virtio_console", "virtio_blk"}, {"jbd2", "ext4"}, {"mbcache", "ext4"}, {"failover", "net_failover"}, {"net_failover", "virtio_net"}} {
 		if pos(before[0]) > pos(before[1]) {
 			t.Errorf("%s is loaded after %s", before[0], before[1])
 		}

@@ -63,7 +63,7 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
 		HardwareIsolation: true,
 		SeparateKernel:    true,
-		NetworkModes:      []string{"none"},
+		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		Accelerator:       string(b.cfg.Driver.Accel()),
 	}

@@ -10,9 +10,18 @@
 // own: a sparse ext4 file sized to the disk limit (a copy of a formatted
 // template), holding /workspace and /tmp, deleted with the sandbox. The
 // agent speaks the agent protocol over a virtio-serial port whose host
-// side is a unix socket in the machine's directory. There is no network
-// device at all (networking through a tap in the sandbox's network
-// namespace is later work): NetworkModes is "none".
+// side is a unix socket in the machine's directory.
+//
+// A sandbox without a network has no network device at all. One with a
+// network (SandboxSpec.Network, made by the node's egress) gets one
+// virtio-net device on a tap inside the sandbox's network namespace: the
+// backend adds the tap and a bridge joining it to the namespace's link,
+// moves the link's address and default route from the namespace to the
+// guest (kernel parameters its init reads, package guestinit), and hands
+// the tap to the VMM as a descriptor (QEMU never opens /dev/net/tun). The
+// guest's packets then leave by the same link, rules, resolver and egress
+// proxy as a gVisor sandbox's; the tap goes with the VMM, the bridge with
+// the namespace.
 //
 // Limits, all outside the guest: vCPUs (-smp, the CPU limit rounded up)
 // and guest memory (-m, the memory limit: the guest kernel's OOM killer

@@ -22,8 +22,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A VM boots, runs a program on its own kernel as the sandbox user, and
-// leaves nothing on the host once destroyed.
+// A VM boots, runs a program on its own kernel as the sandbox user, has
+// no network device, and leaves nothing on the host once destroyed.
 func TestBoot(t *testing.T) {
 	b := testenv.MicroVM(t)
 	img := testenv.Image(t, "base")
@@ -37,7 +37,7 @@ func TestBoot(t *testing.T) {
 	t.Logf("booted to the agent's hello in %v (%s)", time.Since(start).Round(time.Millisecond), b.Accelerator())
 	defer sb.Destroy(ctx)
 	var out strings.Builder
-	p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: []string{"sh", "-c", "id -u; uname -r; echo hi > /workspace/a.txt"}}, &out, &out)
+	p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: []string{"sh", "-c", "id -u; uname -r; echo $(ls /sys/class/net); echo hi > /workspace/a.txt"}}, &out, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +47,12 @@ func TestBoot(t *testing.T) {
 	}
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || lines[0] != "1000" || lines[1] == strings.TrimSpace(string(host)) {
+	if len(lines) != 3 || lines[0] != "1000" || lines[1] == strings.TrimSpace(string(host)) {
 		t.Fatalf("want uid 1000 on a kernel other than the host's (%s): %q", host, out.String())
+	}
+	// No network asked for: no network device at all.
+	if lines[2] != "lo" {
+		t.Errorf("interfaces of a VM without a network: %q, want lo only", lines[2])
 	}
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -43,9 +43,10 @@ const vmmCPUs = 0.25
 // baseCmdline is the guest kernel's command line before the per-VM
 // parameters: the console on the serial port (errors and worse: the OOM
 // killer's line is an error), no reboot (a panic ends the VM), no
-// probing of what a microvm does not have.
+// probing of what a microvm does not have, no IPv6 (the sandbox
+// network is IPv4 only, as in the other backends).
 const baseCmdline = "console=ttyS0 quiet loglevel=4 panic=-1 reboot=t rdinit=" + guestinit.InitPath +
-	" edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd random.trust_cpu=on"
+	" edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd random.trust_cpu=on ipv6.disable=1"
 
 // oomMarker is what the guest kernel prints when its OOM killer ends a
 // process.
@@ -101,9 +102,6 @@ func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock
 	}
 	if spec.Limits.MemoryBytes < 64<<20 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
 		return nil, fmt.Errorf("microvm: sandbox %s needs memory (at least 64 MiB), disk and process limits", spec.ID)
-	}
-	if spec.Network != nil {
-		return nil, airlock.Problem(airlock.EINVALID, "network-unsupported", "the microvm backend has no network yet")
 	}
 	g, err := b.guest(ctx, spec.Image)
 	if err != nil {
@@ -163,6 +161,19 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		close(s.done)
 		return fmt.Errorf("microvm: sandbox %s: cgroup: %w", s.id, err)
 	}
+	cmdline := fmt.Sprintf("%s %s=%d", baseCmdline, guestinit.ParamNproc, spec.Limits.Pids)
+	var nic *vmm.NetDevice
+	if spec.Network != nil {
+		gn, err := plugNetwork(spec.Network, s.id)
+		if err != nil {
+			close(s.done)
+			return err
+		}
+		// QEMU holds the tap from here on; it goes when QEMU does.
+		defer gn.tap.Close()
+		nic = &vmm.NetDevice{Tap: gn.tap, MAC: gn.mac}
+		cmdline += " " + gn.cfg.Cmdline()
+	}
 	vcpus := int(math.Ceil(spec.Limits.CPUs))
 	if vcpus < 1 {
 		vcpus = 1
@@ -171,7 +182,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		ID:        s.id,
 		Kernel:    g.Kernel,
 		Initrd:    g.Initrd,
-		Cmdline:   fmt.Sprintf("%s %s=%d", baseCmdline, guestinit.ParamNproc, spec.Limits.Pids),
+		Cmdline:   cmdline,
 		VCPUs:     vcpus,
 		MemoryMiB: mem >> 20,
 		Drives: []vmm.Drive{
@@ -180,6 +191,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		},
 		AgentPort: image.GuestPort,
 		Console:   s.console,
+		Net:       nic,
 		Jail: vmm.Jail{UID: s.uid, GID: s.uid, Dir: jail,
 			AddToCgroup: func(pid int) error { return s.b.cgroups.Add(s.cgroup, pid) }},
 	})

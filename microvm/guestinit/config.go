@@ -1,8 +1,10 @@
 package guestinit
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,4 +73,97 @@ func CmdlineInt(cmdline, param string, def int64) int64 {
 		}
 	}
 	return def
+}
+
+// Kernel command-line parameters of a guest with a network.
+const (
+	// ParamNet is the guest interface's address and default gateway:
+	// airlock.net=10.0.0.2/30,10.0.0.1.
+	ParamNet = "airlock.net"
+	// ParamResolv is the guest's /etc/resolv.conf, base64 (URL
+	// alphabet, no padding).
+	ParamResolv = "airlock.resolv"
+)
+
+// maxResolvConf caps the resolv.conf a command line carries (the whole
+// line is at most 2 KiB on x86).
+const maxResolvConf = 512
+
+// NetConfig is the network of a guest that has one: the address of its
+// only interface (virtio-net), the default gateway on that link, and its
+// resolv.conf.
+type NetConfig struct {
+	Addr       netip.Prefix
+	Gateway    netip.Addr
+	ResolvConf string
+}
+
+// Validate checks n.
+func (n *NetConfig) Validate() error {
+	if !n.Addr.IsValid() || !n.Addr.Addr().Is4() || n.Addr.Bits() < 8 || n.Addr.Bits() > 30 {
+		return fmt.Errorf("guestinit: bad guest address %v", n.Addr)
+	}
+	if !n.Gateway.Is4() || !n.Addr.Masked().Contains(n.Gateway) || n.Gateway == n.Addr.Addr() {
+		return fmt.Errorf("guestinit: gateway %v is not another address of %v", n.Gateway, n.Addr)
+	}
+	if len(n.ResolvConf) > maxResolvConf {
+		return fmt.Errorf("guestinit: resolv.conf of %d bytes is too long", len(n.ResolvConf))
+	}
+	return nil
+}
+
+// Cmdline is n as kernel command-line parameters.
+func (n *NetConfig) Cmdline() string {
+	return fmt.Sprintf("%s=%s,%s %s=%s", ParamNet, n.Addr, n.Gateway, ParamResolv, base64.RawURLEncoding.EncodeToString([]byte(n.ResolvConf)))
+}
+
+// ParseNet reads a guest's network from its kernel command line: nil
+// when it has none (no ParamNet), an error when the parameters are
+// there but malformed.
+func ParseNet(cmdline string) (*NetConfig, error) {
+	var netv, resolv string
+	var seenNet, seenResolv bool
+	for _, f := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(f, ParamNet+"="); ok {
+			if seenNet {
+				return nil, errors.New("guestinit: " + ParamNet + " given twice")
+			}
+			netv, seenNet = v, true
+		} else if v, ok := strings.CutPrefix(f, ParamResolv+"="); ok {
+			if seenResolv {
+				return nil, errors.New("guestinit: " + ParamResolv + " given twice")
+			}
+			resolv, seenResolv = v, true
+		}
+	}
+	if !seenNet {
+		if seenResolv {
+			return nil, errors.New("guestinit: " + ParamResolv + " without " + ParamNet)
+		}
+		return nil, nil
+	}
+	addr, gw, ok := strings.Cut(netv, ",")
+	if !ok {
+		return nil, fmt.Errorf("guestinit: %s=%q: want ADDRESS/BITS,GATEWAY", ParamNet, netv)
+	}
+	var n NetConfig
+	var err error
+	if n.Addr, err = netip.ParsePrefix(addr); err != nil {
+		return nil, fmt.Errorf("guestinit: %s: %w", ParamNet, err)
+	}
+	if n.Gateway, err = netip.ParseAddr(gw); err != nil {
+		return nil, fmt.Errorf("guestinit: %s: %w", ParamNet, err)
+	}
+	if len(resolv) > base64.RawURLEncoding.EncodedLen(maxResolvConf) {
+		return nil, fmt.Errorf("guestinit: %s is too long", ParamResolv)
+	}
+	rc, err := base64.RawURLEncoding.DecodeString(resolv)
+	if err != nil {
+		return nil, fmt.Errorf("guestinit: %s: %w", ParamResolv, err)
+	}
+	n.ResolvConf = string(rc)
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	return &n, nil
 }

@@ -1,6 +1,8 @@
 package guestinit_test
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/airlockhq/airlock/microvm/guestinit"
@@ -45,4 +47,64 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+func TestNetCmdline(t *testing.T) {
+	n := guestinit.NetConfig{
+		Addr:       netip.MustParsePrefix("10.200.0.2/30"),
+		Gateway:    netip.MustParseAddr("10.200.0.1"),
+		ResolvConf: "nameserver 10.200.0.1\noptions ndots:0 timeout:2 attempts:2\n",
+	}
+	if err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	line := "console=ttyS0 quiet " + n.Cmdline() + " airlock.nproc=64"
+	got, err := guestinit.ParseNet(line)
+	if err != nil || got == nil || *got != n {
+		t.Fatalf("ParseNet(%q) = %+v, %v; want %+v", line, got, err, n)
+	}
+	if strings.ContainsAny(n.Cmdline(), "\n\"") || strings.Count(n.Cmdline(), " ") != 1 {
+		t.Errorf("the parameters are not two plain words: %q", n.Cmdline())
+	}
+	if got, err := guestinit.ParseNet("console=ttyS0 airlock.nproc=64"); got != nil || err != nil {
+		t.Errorf("no network: %+v, %v", got, err)
+	}
+	for _, bad := range []string{
+		"airlock.net=10.0.0.2/30",
+		"airlock.net=10.0.0.2,10.0.0.1",
+		"airlock.net=10.0.0.2/30,10.0.1.1",
+		"airlock.net=10.0.0.2/30,10.0.0.2",
+		"airlock.net=10.0.0.2/31,10.0.0.3",
+		"airlock.net=fd00::2/64,fd00::1",
+		"airlock.net=10.0.0.2/30,10.0.0.1 airlock.net=10.0.0.6/30,10.0.0.5",
+		"airlock.net=10.0.0.2/30,10.0.0.1 airlock.resolv=!!",
+		"airlock.resolv=bmFtZXNlcnZlcg",
+		"airlock.net=10.0.0.2/30,10.0.0.1 airlock.resolv=" + strings.Repeat("QUFB", 200),
+	} {
+		if got, err := guestinit.ParseNet(bad); err == nil {
+			t.Errorf("ParseNet(%q) = %+v, want an error", bad, got)
+		}
+	}
+}
+
+// FuzzParseNet: whatever the command line, ParseNet returns a valid
+// config, nothing, or an error, and a config it returns says the same
+// when written and read again.
+func FuzzParseNet(f *testing.F) {
+	f.Add("airlock.net=10.0.0.2/30,10.0.0.1 airlock.resolv=bmFtZXNlcnZlciAxMC4wLjAuMQo")
+	f.Add("airlock.net=10.0.0.2/30 airlock.resolv=")
+	f.Add("console=ttyS0")
+	f.Fuzz(func(t *testing.T, line string) {
+		n, err := guestinit.ParseNet(line)
+		if err != nil || n == nil {
+			return
+		}
+		if err := n.Validate(); err != nil {
+			t.Fatalf("ParseNet(%q) returned an invalid config: %v", line, err)
+		}
+		again, err := guestinit.ParseNet(n.Cmdline())
+		if err != nil || again == nil || *again != *n {
+			t.Fatalf("round trip of %+v: %+v, %v", n, again, err)
+		}
+	})
 }

@@ -77,6 +77,10 @@ func run() (string, error) {
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	nproc := CmdlineInt(string(cmdline), ParamNproc, defaultNproc) + agentTasks
+	netCfg, err := ParseNet(string(cmdline))
+	if err != nil {
+		return "network", err
+	}
 	os.MkdirAll("/sys", 0o555)
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "mount /sys", err
@@ -109,6 +113,11 @@ func run() (string, error) {
 	if err := unix.Unmount("/proc", unix.MNT_DETACH); err != nil {
 		return "unmount /proc", err
 	}
+	if netCfg != nil {
+		if err := bindResolvConf("/newroot", netCfg.ResolvConf); err != nil {
+			return "resolv.conf", err
+		}
+	}
 	if err := switchRoot("/newroot"); err != nil {
 		return "switch root", err
 	}
@@ -117,6 +126,11 @@ func run() (string, error) {
 	}
 	if err := loopbackUp(); err != nil {
 		return "loopback", err
+	}
+	if netCfg != nil {
+		if err := networkUp(netCfg); err != nil {
+			return "network", err
+		}
 	}
 	for _, r := range []struct {
 		res int

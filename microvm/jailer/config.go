@@ -33,6 +33,10 @@ type Config struct {
 	Exec string   `json:"exec"`
 	Args []string `json:"args"`
 	Env  []string `json:"env"`
+	// KeepFDs are descriptors (after ConfigFD) the program inherits,
+	// handed to the jailer as extra files (a tap device); every other
+	// descriptor is closed on exec.
+	KeepFDs []int `json:"keep_fds,omitempty"`
 }
 
 // Validate checks c.
@@ -54,6 +58,11 @@ func (c *Config) Validate() error {
 	for _, l := range c.Symlinks {
 		if !inside(l[1]) {
 			return fmt.Errorf("jailer: bad symlink %s", l[1])
+		}
+	}
+	for _, fd := range c.KeepFDs {
+		if fd <= ConfigFD || fd > 64 {
+			return fmt.Errorf("jailer: descriptor %d cannot be kept", fd)
 		}
 	}
 	if c.Hostname == "" {

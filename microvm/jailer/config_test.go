@@ -27,6 +27,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bind over the root", func(c *jailer.Config) { c.Binds[0].Target = "/" }, false},
 		{"unclean bind", func(c *jailer.Config) { c.Binds[0].Target = "/usr/../../etc" }, false},
 		{"symlink out of the root", func(c *jailer.Config) { c.Symlinks[0][1] = "../lib" }, false},
+		{"keep a tap", func(c *jailer.Config) { c.KeepFDs = []int{4} }, true},
+		{"keep the config pipe", func(c *jailer.Config) { c.KeepFDs = []int{3} }, false},
+		{"keep stdout", func(c *jailer.Config) { c.KeepFDs = []int{1} }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,6 +134,11 @@ func run() (string, error) {
 			unix.CloseOnExec(fd)
 		}
 	}
+	for _, fd := range cfg.KeepFDs {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return "keep descriptor", fmt.Errorf("%d: %w", fd, err)
+		}
+	}
 	return "exec", syscall.Exec(cfg.Exec, append([]string{cfg.Exec}, cfg.Args...), cfg.Env)
 }
 

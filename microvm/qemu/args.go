@@ -14,7 +14,10 @@ const (
 	jailDisks  = "/disks"
 	jailRun    = "/run" // the VMM's own directory: its sockets
 	agentSock  = "agent.sock"
-	qmpSock    = "qmp.sock"
+	// tapFD is the tap's descriptor in QEMU: the jailer's extra file
+	// after its config pipe.
+	tapFD   = 4
+	qmpSock = "qmp.sock"
 )
 
 // args is QEMU's command line for cfg, with paths inside the chroot.
@@ -51,6 +54,11 @@ func (d *Driver) args(cfg *vmm.MachineConfig) []string {
 			dev += ",serial=" + dr.Serial
 		}
 		a = append(a, "-drive", strings.Join(opts, ","), "-device", dev)
+	}
+	if cfg.Net != nil {
+		a = append(a,
+			"-netdev", fmt.Sprintf("tap,id=net0,fd=%d", tapFD),
+			"-device", "virtio-net-device,netdev=net0,mac="+cfg.Net.MAC)
 	}
 	a = append(a,
 		"-device", "virtio-serial-device,max_ports=2",

@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -43,5 +44,25 @@ func TestArgs(t *testing.T) {
 				t.Errorf("%s: %q in %s", tt.accel, bad, joined)
 			}
 		}
+	}
+}
+
+// A machine with a network has exactly one interface, a virtio-net
+// device on the tap handed in as descriptor 4; none without one.
+func TestArgsNetwork(t *testing.T) {
+	cfg := vmm.MachineConfig{ID: "vm1", Kernel: "/k", Initrd: "/i", VCPUs: 1, MemoryMiB: 256, AgentPort: "p",
+		Net: &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:01"}}
+	joined := strings.Join((&Driver{accel: vmm.AccelTCG}).args(&cfg), " ")
+	for _, w := range []string{"-netdev tap,id=net0,fd=4 ", "-device virtio-net-device,netdev=net0,mac=02:00:00:00:00:01 "} {
+		if strings.Count(joined, w) != 1 {
+			t.Errorf("%q not once in %s", w, joined)
+		}
+	}
+	if strings.Count(joined, "-netdev") != 1 || strings.Contains(joined, "script=") || strings.Contains(joined, "ifname=") {
+		t.Errorf("more than the one tap by descriptor: %s", joined)
+	}
+	cfg.Net = nil
+	if joined := strings.Join((&Driver{accel: vmm.AccelTCG}).args(&cfg), " "); strings.Contains(joined, "net") {
+		t.Errorf("a machine without a network has a network device: %s", joined)
 	}
 }

@@ -81,6 +81,10 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = cfg.Console, cfg.Console
+	if cfg.Net != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Net.Tap) // fd 4 (tapFD)
+		jc.KeepFDs = []int{tapFD}
+	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		cmd.ExtraFiles[0].Close()

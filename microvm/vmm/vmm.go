@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 )
@@ -61,6 +63,15 @@ type Drive struct {
 	Serial string
 }
 
+// NetDevice is the guest's network interface (virtio-net over MMIO) on a
+// tap device the caller made: the VMM reads and writes the guest's frames
+// through Tap, a descriptor it is handed (it never opens /dev/net/tun and
+// needs no privilege for it).
+type NetDevice struct {
+	Tap *os.File
+	MAC string // the guest interface's address, aa:bb:cc:dd:ee:ff
+}
+
 // Jail says how the VMM process is confined on the host (our own jailer
 // step, as Firecracker's jailer does): run as UID/GID, chrooted in Dir
 // (which then holds only the machine's files, each linked in, and the
@@ -93,7 +104,10 @@ type MachineConfig struct {
 	// Console receives the guest's serial console and the VMM's own
 	// messages (capped by the caller).
 	Console io.Writer
-	Jail    Jail
+	// Net is the guest's network interface; nil: the guest has no network
+	// device at all.
+	Net  *NetDevice
+	Jail Jail
 }
 
 var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
@@ -127,6 +141,14 @@ func (c *MachineConfig) Validate() error {
 		seen[d.ID] = true
 		if !filepath.IsAbs(d.Path) || (d.Serial != "" && !validName.MatchString(d.Serial)) {
 			return fmt.Errorf("vmm: drive %s: bad path or serial", d.ID)
+		}
+	}
+	if c.Net != nil {
+		if c.Net.Tap == nil {
+			return errors.New("vmm: a network device needs a tap")
+		}
+		if hw, err := net.ParseMAC(c.Net.MAC); err != nil || len(hw) != 6 || hw[0]&1 != 0 {
+			return fmt.Errorf("vmm: bad unicast MAC %q", c.Net.MAC)
 		}
 	}
 	if c.Jail.UID <= 0 || c.Jail.GID <= 0 {

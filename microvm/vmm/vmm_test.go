@@ -1,6 +1,7 @@
 package vmm_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/airlockhq/airlock/microvm/vmm"
@@ -28,6 +29,13 @@ func TestMachineConfigValidate(t *testing.T) {
 		{"repeated drive", func(c *vmm.MachineConfig) { c.Drives = append(c.Drives, c.Drives[0]) }, false},
 		{"root vmm", func(c *vmm.MachineConfig) { c.Jail.UID = 0 }, false},
 		{"relative jail", func(c *vmm.MachineConfig) { c.Jail.Dir = "x" }, false},
+		{"network", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:01"} }, true},
+		{"network without a tap", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{MAC: "02:00:00:00:00:01"} }, false},
+		{"multicast MAC", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "03:00:00:00:00:01"} }, false},
+		{"MAC with an option", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:01,romfile=/x"} }, false},
+		{"long MAC", func(c *vmm.MachineConfig) {
+			c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:00:00:01"}
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
