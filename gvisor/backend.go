@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/leftovers"
 	"github.com/airlockhq/airlock/internal/loopdisk"
 )
 
@@ -154,41 +155,8 @@ func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 		}
 		ended[id] = true
 	}
-	cgs, err := b.cgroups.List(b.cfg.CgroupParent)
-	if err != nil {
+	if err := (leftovers.Sweep{Cgroups: b.cgroups, CgroupParent: b.cfg.CgroupParent, Dir: b.cfg.sandboxesDir(), Live: b.isLive}).Run(ended); err != nil {
 		errs = append(errs, err)
 	}
-	for _, id := range cgs {
-		if b.isLive(id) {
-			continue
-		}
-		if err := b.cgroups.Remove(b.cgroupPath(id)); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
-	entries, err := os.ReadDir(b.cfg.sandboxesDir())
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, e := range entries {
-		id := e.Name()
-		if b.isLive(id) {
-			continue
-		}
-		dir := filepath.Join(b.cfg.sandboxesDir(), id)
-		if err := unmountAll(dir); err != nil {
-			errs = append(errs, err)
-			continue // never remove a directory with a mount still in it
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
-	out := make([]string, 0, len(ended))
-	for id := range ended {
-		out = append(out, id)
-	}
-	return out, errors.Join(errs...)
+	return leftovers.IDs(ended), errors.Join(errs...)
 }

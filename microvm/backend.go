@@ -2,7 +2,6 @@ package microvm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/leftovers"
 	"github.com/airlockhq/airlock/internal/loopdisk"
 )
 
@@ -133,42 +133,6 @@ func (b *Backend) isLive(id string) bool {
 // returns the IDs it ended.
 func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 	ended := map[string]bool{}
-	var errs []error
-	cgs, err := b.cgroups.List(b.cfg.CgroupParent)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, id := range cgs {
-		if b.isLive(id) {
-			continue
-		}
-		if err := b.cgroups.Remove(b.cgroupPath(id)); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
-	entries, err := os.ReadDir(b.cfg.vmsDir())
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, e := range entries {
-		id := e.Name()
-		if b.isLive(id) {
-			continue
-		}
-		dir := filepath.Join(b.cfg.vmsDir(), id)
-		if err := loopdisk.UnmountAll(dir); err != nil {
-			errs = append(errs, err)
-			continue // never remove a directory with a mount still in it
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
-	out := make([]string, 0, len(ended))
-	for id := range ended {
-		out = append(out, id)
-	}
-	return out, errors.Join(errs...)
+	err := leftovers.Sweep{Cgroups: b.cgroups, CgroupParent: b.cfg.CgroupParent, Dir: b.cfg.vmsDir(), Live: b.isLive}.Run(ended)
+	return leftovers.IDs(ended), err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
+	"github.com/airlockhq/airlock/internal/leftovers"
 	"github.com/airlockhq/airlock/internal/loopdisk"
 	"github.com/airlockhq/airlock/namespaces/nsinit"
 )
@@ -215,50 +216,14 @@ func (b *Backend) isLive(id string) bool {
 // namespaces.
 func (b *Backend) Reconcile(ctx context.Context) ([]string, error) {
 	ended := map[string]bool{}
-	var errs []error
-	cgs, err := b.cgroups.List(b.cfg.CgroupParent)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, id := range cgs {
-		if b.isLive(id) {
-			continue
-		}
-		if err := b.cgroups.Remove(b.cgroupPath(id)); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
-	entries, err := os.ReadDir(b.cfg.sandboxesDir())
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, e := range entries {
-		id := e.Name()
-		if b.isLive(id) {
-			continue
-		}
-		dir := filepath.Join(b.cfg.sandboxesDir(), id)
-		if err := loopdisk.UnmountAll(dir); err != nil {
-			errs = append(errs, err)
-			continue // never remove a directory with a mount still in it
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-		ended[id] = true
-	}
+	errs := []error{leftovers.Sweep{Cgroups: b.cgroups, CgroupParent: b.cfg.CgroupParent, Dir: b.cfg.sandboxesDir(), Live: b.isLive}.Run(ended)}
 	if err := b.disks.reconcile(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := b.ready.reconcile(); err != nil {
 		errs = append(errs, err)
 	}
-	out := make([]string, 0, len(ended))
-	for id := range ended {
-		out = append(out, id)
-	}
-	return out, errors.Join(errs...)
+	return leftovers.IDs(ended), errors.Join(errs...)
 }
 
 // makeShared makes dir a mount point with shared propagation (a bind
