@@ -24,7 +24,7 @@ import (
 
 // GuestRecipeVersion names how guest artefacts are made; bump it when a
 // change here changes what a guest boots.
-const GuestRecipeVersion = "3"
+const GuestRecipeVersion = "4"
 
 // GuestModules are the kernel modules a guest loads, in this order (each
 // after its dependencies, which are added): the virtio transport over
@@ -41,6 +41,9 @@ const (
 	GuestRootSerial    = "airlock-root"
 	GuestScratchSerial = "airlock-scratch"
 	GuestPort          = "airlock.agent"
+	// GuestReseedPort is the port the host sends a restored guest fresh
+	// entropy on (package guestinit's reseeder).
+	GuestReseedPort = "airlock.reseed"
 )
 
 // Guest is what a microVM boots for an image: a kernel, an initramfs of
@@ -277,6 +280,7 @@ func writeInitramfs(path string, img *airlock.Image, mods []string) error {
 		RootSerial:    GuestRootSerial,
 		ScratchSerial: GuestScratchSerial,
 		Port:          GuestPort,
+		ReseedPort:    GuestReseedPort,
 		Agent:         AgentPath,
 		Env: append([]string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -54,6 +54,26 @@
 // backend's cgroup parent (killed with its cgroup), and every machine
 // directory with its chroot, disk and mounts.
 //
+// Snapshots (airlock.Snapshotter, so the provisioner's base snapshots,
+// restore on demand and, on a node whose default backend this is, the
+// warm pool use them): Checkpoint stops the vCPUs, migrates QEMU's state
+// into a file (the descriptor handed over QMP, "fd:" migration) and
+// copies the scratch disk; Restore starts a new jailed QEMU with
+// -incoming defer, connects to the agent's port and the reseed port
+// before the state is read (so the guest never sees its ports without a
+// host), and reads it. Each clone is then made unique before anything
+// runs in it: the host sends 64 bytes of fresh entropy on the reseed
+// port, where a root process of the guest's init (the reseeder, which
+// reads nothing else and is invisible to the sandbox user) adds them to
+// the kernel's pool and reseeds its generator (RNDADDENTROPY,
+// RNDRESEEDCRNG); the warm interpreters reseed from the kernel when they
+// fork a program. Every machine also has a virtio-rng device on the
+// host's /dev/urandom and a VM generation ID (QEMU 7.2's microvm does
+// not put the latter in its ACPI tables, so the guest does not see it).
+// A sandbox with a network is never checkpointed; a restored one has no
+// network. Checkpoints name the guest artefacts, sizes and QEMU binary
+// they need (SnapshotVersion).
+//
 // The package owns its state directory (StateDir/vms, StateDir/templates),
 // the cgroups under its parent and the host uids of its range; it must
 // not touch anything else on the host.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -63,6 +62,10 @@ type Sandbox struct {
 	agent   *protocol.Client
 	console *consoleLog
 	done    chan struct{}
+	// info is what a checkpoint of the machine is of; networked that it
+	// has a network device.
+	info      checkpointInfo
+	networked bool
 
 	stopOnce   sync.Once
 	stopErr    error
@@ -94,6 +97,11 @@ func (s *Sandbox) VMMPID() int { return s.machine.PID() }
 
 // Create boots a microVM for spec and waits for its agent's hello.
 func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock.Sandbox, error) {
+	return b.create(ctx, spec, nil)
+}
+
+// create boots a microVM, or restores one from a checkpoint (from).
+func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from *checkpoint) (airlock.Sandbox, error) {
 	if !validID.MatchString(spec.ID) {
 		return nil, fmt.Errorf("microvm: invalid sandbox id %q", spec.ID)
 	}
@@ -121,13 +129,15 @@ func (b *Backend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock
 		return nil, airlock.Problem(airlock.EUNAVAILABLE, "node-busy", "no free VMM user on this node")
 	}
 	s.uid = uid
-	if err := s.start(ctx, spec, g); err != nil {
+	s.info = infoOf(g, spec.Limits, b.SnapshotVersion())
+	if err := s.start(ctx, spec, g, from); err != nil {
 		return nil, errors.Join(err, s.Destroy(context.WithoutCancel(ctx)))
 	}
 	return s, nil
 }
 
-func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.Guest) error {
+// start boots the machine, or restores it from a checkpoint (from).
+func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.Guest, from *checkpoint) error {
 	cfg := &s.b.cfg
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		close(s.done)
@@ -147,7 +157,12 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		return fmt.Errorf("microvm: %w", err)
 	}
 	scratch := filepath.Join(s.dir, "scratch.ext4")
-	if err := s.b.templates.Create(ctx, scratch, spec.Limits.DiskBytes); err != nil {
+	if from != nil {
+		if err := loopdisk.CopySparse(filepath.Join(from.dir, checkpointDisk), scratch); err != nil {
+			close(s.done)
+			return err
+		}
+	} else if err := s.b.templates.Create(ctx, scratch, spec.Limits.DiskBytes); err != nil {
 		close(s.done)
 		return err
 	}
@@ -172,13 +187,11 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		// QEMU holds the tap from here on; it goes when QEMU does.
 		defer gn.tap.Close()
 		nic = &vmm.NetDevice{Tap: gn.tap, MAC: gn.mac}
+		s.networked = true
 		cmdline += " " + gn.cfg.Cmdline()
 	}
-	vcpus := int(math.Ceil(spec.Limits.CPUs))
-	if vcpus < 1 {
-		vcpus = 1
-	}
-	m, err := cfg.Driver.Start(ctx, vmm.MachineConfig{
+	vcpus := vcpusOf(spec.Limits)
+	mc := vmm.MachineConfig{
 		ID:        s.id,
 		Kernel:    g.Kernel,
 		Initrd:    g.Initrd,
@@ -189,12 +202,23 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 			{ID: "root", Path: g.RootDisk, ReadOnly: true, Serial: image.GuestRootSerial},
 			{ID: "scratch", Path: scratch, Serial: image.GuestScratchSerial},
 		},
-		AgentPort: image.GuestPort,
-		Console:   s.console,
-		Net:       nic,
+		AgentPort:  image.GuestPort,
+		ReseedPort: image.GuestReseedPort,
+		Console:    s.console,
+		Net:        nic,
 		Jail: vmm.Jail{UID: s.uid, GID: s.uid, Dir: jail,
 			AddToCgroup: func(pid int) error { return s.b.cgroups.Add(s.cgroup, pid) }},
-	})
+	}
+	if from != nil {
+		f, err := os.Open(filepath.Join(from.dir, checkpointState))
+		if err != nil {
+			close(s.done)
+			return fmt.Errorf("microvm: restore: %w", err)
+		}
+		defer f.Close()
+		mc.Incoming = f
+	}
+	m, err := cfg.Driver.Start(ctx, mc)
 	if err != nil {
 		close(s.done)
 		return fmt.Errorf("microvm: sandbox %s: %w (console: %s)", s.id, err, s.console.tail())
@@ -206,6 +230,12 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 	}()
 	hctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
+	if from != nil {
+		if err := s.reconnect(hctx, from); err != nil {
+			return fmt.Errorf("microvm: sandbox %s did not restore: %w (console: %s)", s.id, err, s.console.tail())
+		}
+		return nil
+	}
 	if err := s.connect(hctx); err != nil {
 		return fmt.Errorf("microvm: sandbox %s did not start: %w (console: %s)", s.id, err, s.console.tail())
 	}
@@ -231,6 +261,16 @@ func (s *Sandbox) connect(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	s.useAgent(conn)
+	if _, err := s.agent.WaitHello(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// useAgent makes conn the connection to the agent, closed when the VM
+// exits.
+func (s *Sandbox) useAgent(conn net.Conn) {
 	s.agent = protocol.NewClient(conn)
 	go func() {
 		select {
@@ -239,10 +279,6 @@ func (s *Sandbox) connect(ctx context.Context) error {
 		case <-s.agent.Done():
 		}
 	}()
-	if _, err := s.agent.WaitHello(ctx); err != nil {
-		return err
-	}
-	return nil
 }
 
 // Stats reads the VMM's cgroup; OOMKilled is the guest kernel's OOM

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -18,6 +22,8 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/microvm"
+	"github.com/airlockhq/airlock/microvm/qemu"
 	"github.com/airlockhq/airlock/namespaces"
 	"github.com/airlockhq/airlock/protocol"
 )
@@ -42,8 +48,17 @@ at p50; for the backends also the p50 of each phase. The runners:
               new /dev, /proc and /tmp and every namespace unshared
   namespaces  the namespaces backend: Create, Exec, Wait, Destroy
   gvisor      the gVisor backend, booting each sandbox cold
+  microvm     the microVM backend (QEMU microvm, KVM when its probe boot
+              works, else TCG; the table names which), booting each VM
+              cold: create is the cold boot to the agent's hello
 
-Programs: /bin/true, and python3 -c 'print(1)'.
+Programs: /bin/true, and python3 -c 'print(1)'. For the backends a
+second table gives their memory: the sandbox's host cgroup right after
+create (idle), and for a microVM also QEMU's resident memory then and
+the guest's own use (MemTotal - MemAvailable) after the program ran.
+For a backend that snapshots (gvisor, microvm), "restore" is a restore
+of one checkpoint of a booted sandbox to its agent's answer, once per
+run beside the cold create (not part of the total).
 
 flags:
   --state-dir DIR     where the images are (default $AIRLOCK_STATE_DIR,
@@ -55,7 +70,8 @@ flags:
   --requests N        runs per program and runner (default 100, at most 10000)
   --warmup N          runs first, not counted (default 5)
   --runners LIST      comma-separated (default bare,bwrap,namespaces,gvisor);
-                      bwrap and gvisor are left out with a note when missing
+                      bwrap, gvisor and microvm are left out with a note
+                      when missing
   --json              print the results as JSON
 
 Must run as root. The backends get their own state in a temporary
@@ -68,16 +84,22 @@ type benchRunner struct {
 	name string
 	once func(ctx context.Context, argv []string) (map[string]time.Duration, error)
 	done func()
+	// mem, when set, holds the runner's memory figures of each run, by
+	// name (bytes).
+	mem map[string][]int64
 }
 
 type runnerResult struct {
-	Program  string             `json:"program"`
-	Runner   string             `json:"runner"`
-	Runs     int                `json:"runs"`
-	P50      float64            `json:"p50_ms"`
-	P99      float64            `json:"p99_ms"`
-	Overhead float64            `json:"overhead_p50_ms"`
-	Phases   map[string]float64 `json:"phases_p50_ms,omitempty"`
+	Program   string             `json:"program"`
+	Runner    string             `json:"runner"`
+	Runs      int                `json:"runs"`
+	P50       float64            `json:"p50_ms"`
+	P99       float64            `json:"p99_ms"`
+	Overhead  float64            `json:"overhead_p50_ms"`
+	Phases    map[string]float64 `json:"phases_p50_ms,omitempty"`
+	PhasesP99 map[string]float64 `json:"phases_p99_ms,omitempty"`
+	// Memory are the p50 of the runner's memory figures, MiB.
+	Memory map[string]float64 `json:"memory_p50_mib,omitempty"`
 }
 
 func runBenchBackends(ctx context.Context, args []string, std stdio) error {
@@ -127,7 +149,7 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 		}
 	}()
 	for _, name := range strings.Split(*runnersFlag, ",") {
-		r, note, err := newBenchRunner(strings.TrimSpace(name), img, work)
+		r, note, err := newBenchRunner(ctx, strings.TrimSpace(name), img, work, *stateDir)
 		if err != nil {
 			return err
 		}
@@ -178,9 +200,18 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 			for name, ds := range ph {
 				if name != "total" {
 					if res.Phases == nil {
-						res.Phases = map[string]float64{}
+						res.Phases, res.PhasesP99 = map[string]float64{}, map[string]float64{}
 					}
 					res.Phases[name] = ms(summarize(ds).P50)
+					res.PhasesP99[name] = ms(summarize(ds).P99)
+				}
+			}
+			for name, vs := range r.mem {
+				if strings.HasPrefix(name, strings.Join(prog, " ")+"\x00") && len(vs) > 0 {
+					if res.Memory == nil {
+						res.Memory = map[string]float64{}
+					}
+					res.Memory[strings.TrimPrefix(name, strings.Join(prog, " ")+"\x00")] = float64(median(vs)) / (1 << 20)
 				}
 			}
 			results = append(results, res)
@@ -198,21 +229,46 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	}
 	fmt.Fprintf(std.out, "create-run-destroy, %d runs each, interleaved, image %s, %d CPUs, %.0fs; milliseconds\n", *requests, img.Name, runtime.NumCPU(), elapsed.Seconds())
 	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "program\trunner\tp50\tp99\tover bare p50\tcreate p50\trun p50\tdestroy p50\t")
+	fmt.Fprintln(tw, "program\trunner\tp50\tp99\tover bare p50\tcreate p50\tcreate p99\trestore p50\trun p50\trun p99\tdestroy p50\t")
 	for _, r := range results {
-		ph := func(n string) string {
-			if v, ok := r.Phases[n]; ok {
+		ph := func(m map[string]float64, n string) string {
+			if v, ok := m[n]; ok {
 				return fmt.Sprintf("%.1f", v)
 			}
 			return "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%+.1f\t%s\t%s\t%s\t\n", r.Program, r.Runner, r.P50, r.P99, r.Overhead, ph("create"), ph("run"), ph("destroy"))
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%+.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Program, r.Runner, r.P50, r.P99, r.Overhead,
+			ph(r.Phases, "create"), ph(r.PhasesP99, "create"), ph(r.Phases, "restore"), ph(r.Phases, "run"), ph(r.PhasesP99, "run"), ph(r.Phases, "destroy"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var withMem []runnerResult
+	for _, r := range results {
+		if len(r.Memory) > 0 {
+			withMem = append(withMem, r)
+		}
+	}
+	if len(withMem) == 0 {
+		return nil
+	}
+	fmt.Fprintln(std.out, "\nmemory, MiB, p50: host cgroup and QEMU's RSS right after create (idle); the guest's own use after the program")
+	tw = tabwriter.NewWriter(std.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "program\trunner\tcgroup idle\tVMM RSS idle\tguest used\t")
+	for _, r := range withMem {
+		mb := func(n string) string {
+			if v, ok := r.Memory[n]; ok {
+				return fmt.Sprintf("%.1f", v)
+			}
+			return "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Program, r.Runner, mb(memCgroup), mb(memVMMRSS), mb(memGuestUsed))
 	}
 	return tw.Flush()
 }
 
 // newBenchRunner makes a runner, or says why it is left out.
-func newBenchRunner(name string, img *airlock.Image, work string) (benchRunner, string, error) {
+func newBenchRunner(ctx context.Context, name string, img *airlock.Image, work, stateDir string) (benchRunner, string, error) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	switch name {
 	case "bare":
@@ -262,19 +318,162 @@ func newBenchRunner(name string, img *airlock.Image, work string) (benchRunner, 
 			b.Reconcile(context.Background())
 			b.RemoveAll()
 		}), "", nil
+	case "microvm":
+		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+			return benchRunner{}, "qemu-system-x86_64 is not installed", nil
+		}
+		kdir, err := image.FindKernel(filepath.Join(stateDir, "kernel"))
+		if err != nil {
+			return benchRunner{}, err.Error(), nil
+		}
+		kernel, err := image.KernelImage(kdir)
+		if err != nil {
+			return benchRunner{}, "", err
+		}
+		drv, err := qemu.New(ctx, qemu.Config{ProbeKernel: kernel, Logger: quiet})
+		if err != nil {
+			return benchRunner{}, "", err
+		}
+		var r [2]byte
+		rand.Read(r[:])
+		b, err := microvm.New(microvm.Config{
+			StateDir: filepath.Join(work, "microvm"), ImageStateDir: stateDir, KernelDir: kdir, Driver: drv,
+			CgroupParent: "airlock-bench-vm-" + newID(),
+			// A block of host uids of its own, apart from a node's.
+			UIDBase: microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096, UIDCount: 4096,
+			Logger: quiet,
+		})
+		if err != nil {
+			return benchRunner{}, "", err
+		}
+		return backendRunner("microvm/"+string(drv.Accel()), b, img, func() {
+			b.Reconcile(context.Background())
+			b.RemoveAll()
+		}), "", nil
 	}
-	return benchRunner{}, "", fmt.Errorf("unknown runner %q (bare, bwrap, namespaces or gvisor)", name)
+	return benchRunner{}, "", fmt.Errorf("unknown runner %q (bare, bwrap, namespaces, gvisor or microvm)", name)
+}
+
+// Memory figures of a backend runner.
+const (
+	memCgroup    = "cgroup"     // the sandbox's host cgroup right after create
+	memVMMRSS    = "vmm_rss"    // a microVM's QEMU resident memory then
+	memGuestUsed = "guest_used" // a microVM guest's MemTotal - MemAvailable after the run
+)
+
+// vmmRSS is the resident memory of a sandbox's VMM process, if it has one.
+func vmmRSS(sb airlock.Sandbox) (int64, bool) {
+	v, ok := sb.(interface{ VMMPID() int })
+	if !ok {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", v.VMMPID()))
+	if err != nil {
+		return 0, false
+	}
+	return meminfoField(string(b), "VmRSS")
+}
+
+// meminfoField reads "Name: N kB" from /proc/meminfo or /proc/PID/status
+// text, in bytes.
+func meminfoField(text, name string) (int64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name+":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		return n << 10, err == nil && n >= 0
+	}
+	return 0, false
+}
+
+// guestUsed is the guest's MemTotal - MemAvailable, read in the guest.
+func guestUsed(ctx context.Context, sb airlock.Sandbox) (int64, bool) {
+	var out strings.Builder
+	p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: []string{"cat", "/proc/meminfo"}}, &out, io.Discard)
+	if err != nil {
+		return 0, false
+	}
+	if st, err := p.Wait(ctx); err != nil || st.Code != 0 {
+		return 0, false
+	}
+	total, ok1 := meminfoField(out.String(), "MemTotal")
+	avail, ok2 := meminfoField(out.String(), "MemAvailable")
+	return total - avail, ok1 && ok2 && total >= avail
+}
+
+func median(vs []int64) int64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
 
 // backendRunner times Create, Exec to exit, and Destroy on a backend.
 func backendRunner(name string, b airlock.Backend, img *airlock.Image, done func()) benchRunner {
-	return benchRunner{name: name, done: done, once: func(ctx context.Context, argv []string) (map[string]time.Duration, error) {
+	mem := map[string][]int64{}
+	note := func(argv []string, what string, v int64) {
+		k := strings.Join(argv, " ") + "\x00" + what
+		mem[k] = append(mem[k], v)
+	}
+	snap, canSnap := b.(airlock.Snapshotter)
+	canSnap = canSnap && b.Capabilities().Snapshot
+	ckpt := ""
+	cleanup := func() {
+		if ckpt != "" {
+			os.RemoveAll(ckpt)
+		}
+		if done != nil {
+			done()
+		}
+	}
+	return benchRunner{name: name, done: cleanup, mem: mem, once: func(ctx context.Context, argv []string) (map[string]time.Duration, error) {
+		var restore time.Duration
+		if canSnap {
+			if ckpt == "" {
+				// One checkpoint of a booted sandbox, restored once per run.
+				dir, err := os.MkdirTemp("", "airlock-bench-ckpt-")
+				if err != nil {
+					return nil, err
+				}
+				os.Remove(dir)
+				sb, err := b.Create(ctx, airlock.SandboxSpec{ID: "bench-" + newID(), Image: img, Limits: airlock.DefaultLimits})
+				if err != nil {
+					return nil, err
+				}
+				if err := snap.Checkpoint(ctx, sb, dir); err != nil {
+					return nil, fmt.Errorf("checkpoint: %w", err)
+				}
+				ckpt = dir
+			}
+			t0 := time.Now()
+			r, err := snap.Restore(ctx, airlock.SandboxSpec{ID: "bench-" + newID(), Image: img, Limits: airlock.DefaultLimits}, ckpt)
+			if err != nil {
+				return nil, fmt.Errorf("restore: %w", err)
+			}
+			restore = time.Since(t0)
+			if err := r.Destroy(ctx); err != nil {
+				return nil, err
+			}
+		}
 		t0 := time.Now()
 		sb, err := b.Create(ctx, airlock.SandboxSpec{ID: "bench-" + newID(), Image: img, Limits: airlock.DefaultLimits})
 		if err != nil {
 			return nil, err
 		}
-		t1 := time.Now()
+		create := time.Since(t0)
+		if st, err := sb.Stats(ctx); err == nil {
+			note(argv, memCgroup, st.MemoryBytes)
+		}
+		rss, isVM := vmmRSS(sb)
+		if isVM {
+			note(argv, memVMMRSS, rss)
+		}
+		t1 := time.Now() // the readings are not the run's
 		p, err := sb.Agent().Exec(ctx, protocol.ExecRequest{Argv: argv}, nil, nil)
 		if err == nil {
 			var st protocol.ExitStatus
@@ -283,11 +482,21 @@ func backendRunner(name string, b airlock.Backend, img *airlock.Image, done func
 			}
 		}
 		t2 := time.Now()
+		if isVM && err == nil {
+			if used, ok := guestUsed(ctx, sb); ok {
+				note(argv, memGuestUsed, used)
+			}
+		}
+		t2a := time.Now()
 		if derr := sb.Destroy(ctx); err == nil {
 			err = derr
 		}
 		t3 := time.Now()
-		return map[string]time.Duration{"create": t1.Sub(t0), "run": t2.Sub(t1), "destroy": t3.Sub(t2), "total": t3.Sub(t0)}, err
+		out := map[string]time.Duration{"create": create, "run": t2.Sub(t1), "destroy": t3.Sub(t2a), "total": create + t2.Sub(t1) + t3.Sub(t2a)}
+		if canSnap {
+			out["restore"] = restore
+		}
+		return out, err
 	}}
 }
 

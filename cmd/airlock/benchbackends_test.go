@@ -38,3 +38,22 @@ func TestLookPathIn(t *testing.T) {
 		t.Errorf("a missing program was found")
 	}
 }
+
+func TestMeminfoField(t *testing.T) {
+	text := "MemTotal:         503800 kB\nMemFree:  1 kB\nMemAvailable:     400000 kB\nVmRSS:\t  266000 kB\nBad: 12 MB\nWorse: x kB\n"
+	for _, tt := range []struct {
+		name string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal", 503800 << 10, true}, {"MemAvailable", 400000 << 10, true}, {"VmRSS", 266000 << 10, true},
+		{"Mem", 0, false}, {"Bad", 0, false}, {"Worse", 0, false}, {"Missing", 0, false},
+	} {
+		if got, ok := meminfoField(text, tt.name); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: %d %v, want %d %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	if m := median([]int64{5, 1, 3, 2}); m != 2 {
+		t.Errorf("median of 1,2,3,5: %d, want the lower middle 2", m)
+	}
+}

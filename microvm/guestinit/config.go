@@ -34,6 +34,10 @@ type Config struct {
 	// Port is the name of the agent's virtio-serial port (the guest's
 	// /dev/vport<N>p<M> whose /sys/class/virtio-ports entry has it).
 	Port string `json:"port"`
+	// ReseedPort is the name of the virtio-serial port the host sends
+	// fresh entropy on after a restore (read by a root process of its
+	// own, the reseeder, never the agent); empty: none.
+	ReseedPort string `json:"reseed_port,omitempty"`
 	// Agent is the agent's path in the root disk.
 	Agent string `json:"agent"`
 	// Env of the agent and, through it, of every program.

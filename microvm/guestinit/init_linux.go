@@ -33,6 +33,9 @@ const agentTasks = 32
 // agent, or powers the guest off after logging the failure to the
 // console. Call it first thing in main.
 func RunIfAsked() {
+	if len(os.Args) == 2 && os.Args[0] == InitPath && os.Args[1] == reseederArg && os.Getppid() == 1 {
+		runReseeder() // never returns
+	}
 	if os.Getpid() != 1 || len(os.Args) == 0 || os.Args[0] != InitPath {
 		return
 	}
@@ -85,12 +88,15 @@ func run() (string, error) {
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "mount /sys", err
 	}
-	var rootDev, scratchDev, portDev string
+	var rootDev, scratchDev, portDev, reseedDev string
 	err = waitFor(20*time.Second, func() bool {
 		rootDev = findDevice("/sys/block/vd*/serial", cfg.RootSerial)
 		scratchDev = findDevice("/sys/block/vd*/serial", cfg.ScratchSerial)
 		portDev = findDevice("/sys/class/virtio-ports/vport*/name", cfg.Port)
-		return rootDev != "" && scratchDev != "" && portDev != ""
+		if cfg.ReseedPort != "" {
+			reseedDev = findDevice("/sys/class/virtio-ports/vport*/name", cfg.ReseedPort)
+		}
+		return rootDev != "" && scratchDev != "" && portDev != "" && (cfg.ReseedPort == "" || reseedDev != "")
 	})
 	if err != nil {
 		return "devices", fmt.Errorf("root disk %q, scratch disk %q, port %q: %w", rootDev, scratchDev, portDev, err)
@@ -104,6 +110,11 @@ func run() (string, error) {
 	port, err := unix.Open(portDev, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "port", err
+	}
+	if reseedDev != "" {
+		if err := startReseeder(reseedDev); err != nil {
+			return "reseeder", err
+		}
 	}
 	// The initramfs's devtmpfs shows every device of the guest: it goes
 	// before the agent runs (the port stays open).

@@ -7,11 +7,13 @@
 // read-only) into the chroot directory, mounts a /proc of its own PID
 // namespace there, sets the hostname, chroots, drops every capability,
 // changes to the VMM's unprivileged uid and gid, sets no_new_privs and
-// execs the VMM. The VMM is then PID 1 of its namespace: when it exits,
+// execs the VMM with every descriptor past stdio closed but those its
+// Config keeps (KeepFDs: a tap the caller opened). The VMM is then PID 1 of its namespace: when it exits,
 // nothing of the jail is left running, and its mounts go with the mount
 // namespace.
 //
-// cmd/airlockd (and tests that start machines) call RunIfAsked first
+// cmd/airlockd, cmd/airlock (bench-backends) and tests that start
+// machines call RunIfAsked first
 // thing in main. The package owns nothing on the host but the process it
 // starts; the caller makes the directory, the cgroup and the uid.
 package jailer

@@ -37,6 +37,12 @@
 //     vsock whose host side is a unix socket (connect, then "CONNECT
 //     <port>\n"), and the agent would listen on vsock instead of the
 //     port.
+//   - Net (a tap the caller made in the sandbox's network namespace):
+//     here -netdev tap,fd=4 on the descriptor the jailer keeps open for
+//     QEMU, and -device virtio-net-device,mac=; Firecracker PUT
+//     /network-interfaces/{id} {host_dev_name, guest_mac} opens the tap
+//     by name itself, so its jailer's --netns would be the sandbox's
+//     namespace and its chroot would need /dev/net/tun.
 //   - Start: here the jailer execs QEMU, which boots at once;
 //     Firecracker's own jailer (--uid, --gid, --chroot-base-dir,
 //     --cgroup, --netns) starts it, and PUT /actions
@@ -45,8 +51,10 @@
 //     {state: "Paused" | "Resumed"}.
 //   - Shutdown: here QMP quit; Firecracker has no quit (SendCtrlAltDel
 //     is a guest request): SIGKILL of the jailed process, as Kill.
-//   - Snapshots (later work here: QMP migrate to a file, and a new QEMU
-//     with -incoming): Firecracker PUT /snapshot/create {snapshot_path,
+//   - Snapshots (later work here: QMP getfd and migrate to "fd:" on a
+//     file, and a new QEMU with -incoming defer and migrate-incoming
+//     "fd:"; QEMU 7.2 has no "file:" URI, and "exec:" would spawn a
+//     shell, which the seccomp sandbox's spawn=deny forbids): Firecracker PUT /snapshot/create {snapshot_path,
 //     mem_file_path} of a paused VM, and PUT /snapshot/load
 //     {snapshot_path, mem_backend, resume_vm} into a fresh process.
 //   - Accel: Firecracker needs KVM; its driver's Accel is always kvm and

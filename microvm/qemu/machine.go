@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,12 +17,15 @@ import (
 
 // Machine is one jailed QEMU process.
 type Machine struct {
-	dir  string
-	pid  int
-	done chan struct{}
-	qmp  *qmp
+	dir    string
+	pid    int
+	done   chan struct{}
+	qmp    *qmp
+	agent  net.Conn // dialled while restoring
+	reseed net.Conn // the reseed port's socket, if the machine has one
 
 	stopOnce sync.Once
+	reseedMu sync.Mutex
 }
 
 var _ vmm.Machine = (*Machine)(nil)
@@ -81,9 +85,14 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = cfg.Console, cfg.Console
+	tapFD, incomingFD := extraFDs(&cfg)
 	if cfg.Net != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Net.Tap) // fd 4 (tapFD)
-		jc.KeepFDs = []int{tapFD}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Net.Tap)
+		jc.KeepFDs = append(jc.KeepFDs, tapFD)
+	}
+	if cfg.Incoming != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Incoming)
+		jc.KeepFDs = append(jc.KeepFDs, incomingFD)
 	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
@@ -117,6 +126,19 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 			q, err := dialQMP(sctx, sock)
 			if err == nil {
 				m.qmp = q
+				if cfg.ReseedPort != "" {
+					// Connected for the machine's life: the guest's
+					// reseeder never sees its port without a host.
+					var d net.Dialer
+					if m.reseed, err = d.DialContext(sctx, "unix", filepath.Join(run, reseedSock)); err != nil {
+						return fail(fmt.Errorf("qemu: reseed port: %w", err))
+					}
+				}
+				if cfg.Incoming != nil {
+					if err := m.restore(sctx, incomingFD); err != nil {
+						return fail(err)
+					}
+				}
 				return m, nil
 			}
 			if sctx.Err() != nil {
@@ -218,6 +240,12 @@ func (m *Machine) closeQMP() error {
 	m.stopOnce.Do(func() {
 		if m.qmp != nil {
 			m.qmp.Close()
+		}
+		if m.reseed != nil {
+			m.reseed.Close()
+		}
+		if m.agent != nil {
+			m.agent.Close()
 		}
 	})
 	return nil

@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // qmp is a client of QEMU's machine protocol over its unix socket: a
@@ -63,6 +65,19 @@ func (q *qmp) readLine(v any) error {
 // Execute runs a command and decodes its return value into result (if
 // not nil).
 func (q *qmp) Execute(ctx context.Context, cmd string, args any, result any) error {
+	return q.execute(ctx, cmd, args, result, -1)
+}
+
+// ExecuteWithFD runs a command that takes a descriptor (getfd), sent
+// with it over the socket.
+func (q *qmp) ExecuteWithFD(ctx context.Context, cmd string, args any, fd int) error {
+	if fd < 0 {
+		return fmt.Errorf("qmp %s: no descriptor", cmd)
+	}
+	return q.execute(ctx, cmd, args, nil, fd)
+}
+
+func (q *qmp) execute(ctx context.Context, cmd string, args any, result any, fd int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	dl, ok := ctx.Deadline()
@@ -79,7 +94,15 @@ func (q *qmp) Execute(ctx context.Context, cmd string, args any, result any) err
 	if err != nil {
 		return err
 	}
-	if _, err := q.conn.Write(append(b, '\n')); err != nil {
+	if fd >= 0 {
+		uc, ok := q.conn.(*net.UnixConn)
+		if !ok {
+			return fmt.Errorf("qmp %s: descriptors need a unix socket", cmd)
+		}
+		if _, _, err := uc.WriteMsgUnix(append(b, '\n'), unix.UnixRights(fd), nil); err != nil {
+			return fmt.Errorf("qmp %s: %w", cmd, err)
+		}
+	} else if _, err := q.conn.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("qmp %s: %w", cmd, err)
 	}
 	for {

@@ -1,6 +1,7 @@
 // Package vmm is the interface between the microVM backend and a virtual
 // machine monitor: a Driver starts a Machine from a MachineConfig (kernel,
-// initramfs, command line, drives, the agent's port, vCPUs and memory)
+// initramfs, command line, drives, the agent's port, a network device on
+// a tap handed in as a descriptor, vCPUs and memory)
 // inside a Jail (an unprivileged uid, a chroot, a cgroup, namespaces),
 // and a Machine is controlled through its monitor (QMP for QEMU).
 //

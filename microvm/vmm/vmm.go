@@ -43,6 +43,20 @@ type Machine interface {
 	AgentSocket() string
 	// Done is closed when the VMM process has exited.
 	Done() <-chan struct{}
+	// AgentConn is the connection to the agent's port that the driver
+	// made while restoring the machine (MachineConfig.Incoming), before
+	// the guest ran again, so that the guest never sees its port without
+	// a host; nil for a machine that booted.
+	AgentConn() net.Conn
+	// Snapshot stops the vCPUs and saves the machine's state (memory and
+	// devices) into w, a stream a MachineConfig.Incoming restores into a
+	// new machine with the same devices; the machine stays stopped. Its
+	// disks are the caller's to copy once Snapshot returns.
+	Snapshot(ctx context.Context, w *os.File) error
+	// Reseed sends the guest fresh entropy on its reseed port and waits
+	// until the guest says its kernel reseeded its random generator (a
+	// clone of a saved state must not draw its siblings' numbers).
+	Reseed(ctx context.Context, seed []byte) error
 	// Pause stops the vCPUs; Resume lets them run again.
 	Pause(ctx context.Context) error
 	Resume(ctx context.Context) error
@@ -101,13 +115,21 @@ type MachineConfig struct {
 	// AgentPort is the name of the guest's virtio-serial port for the
 	// agent (what the guest reads in /sys/class/virtio-ports/*/name).
 	AgentPort string
+	// ReseedPort, if set, is the name of a second port, where the guest
+	// reads fresh entropy the host sends (Machine.Reseed).
+	ReseedPort string
 	// Console receives the guest's serial console and the VMM's own
 	// messages (capped by the caller).
 	Console io.Writer
 	// Net is the guest's network interface; nil: the guest has no network
 	// device at all.
-	Net  *NetDevice
-	Jail Jail
+	Net *NetDevice
+	// Incoming, when set, is a saved state (Machine.Snapshot's) the
+	// machine starts from instead of booting: the rest of the config must
+	// give it the devices of the machine that was saved. Start returns
+	// once it runs again.
+	Incoming *os.File
+	Jail     Jail
 }
 
 var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
@@ -132,6 +154,9 @@ func (c *MachineConfig) Validate() error {
 	}
 	if !validName.MatchString(c.AgentPort) {
 		return fmt.Errorf("vmm: invalid port name %q", c.AgentPort)
+	}
+	if c.ReseedPort != "" && (!validName.MatchString(c.ReseedPort) || c.ReseedPort == c.AgentPort) {
+		return fmt.Errorf("vmm: invalid reseed port name %q", c.ReseedPort)
 	}
 	seen := map[string]bool{}
 	for _, d := range c.Drives {
