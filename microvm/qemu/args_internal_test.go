@@ -66,3 +66,38 @@ func TestArgsNetwork(t *testing.T) {
 		t.Errorf("a machine without a network has a network device: %s", joined)
 	}
 }
+
+// Every machine has the host's entropy (virtio-rng), a VM generation ID
+// and, with a reseed port, a second virtio-serial port on its own
+// socket; a restored one reads its state from the descriptor after the
+// tap's, once told to (-incoming defer).
+func TestArgsReseedAndIncoming(t *testing.T) {
+	cfg := vmm.MachineConfig{ID: "vm1", Kernel: "/k", Initrd: "/i", VCPUs: 1, MemoryMiB: 256, AgentPort: "airlock.agent", ReseedPort: "airlock.reseed"}
+	joined := strings.Join((&Driver{accel: vmm.AccelTCG}).args(&cfg), " ")
+	for _, w := range []string{"rng-random,id=rng0,filename=/dev/urandom", "virtio-rng-device,rng=rng0", "vmgenid,guid=auto",
+		"virtio-serial-device,max_ports=3", "socket,id=reseed,path=/run/reseed.sock,server=on,wait=off", "virtserialport,chardev=reseed,name=airlock.reseed"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("%q missing from %s", w, joined)
+		}
+	}
+	if strings.Contains(joined, "-incoming") {
+		t.Errorf("a booted machine waits for a state: %s", joined)
+	}
+	for _, tt := range []struct {
+		net           bool
+		tap, incoming int
+	}{{false, 0, 4}, {true, 4, 5}} {
+		c := cfg
+		c.Incoming = os.Stdin
+		if tt.net {
+			c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:01"}
+		}
+		tap, incoming := extraFDs(&c)
+		if tap != tt.tap || incoming != tt.incoming {
+			t.Errorf("network %v: descriptors tap %d incoming %d, want %d %d", tt.net, tap, incoming, tt.tap, tt.incoming)
+		}
+		if a := strings.Join((&Driver{accel: vmm.AccelTCG}).args(&c), " "); !strings.Contains(a, "-incoming defer") {
+			t.Errorf("a restored machine does not wait for its state: %s", a)
+		}
+	}
+}

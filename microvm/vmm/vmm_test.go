@@ -33,6 +33,9 @@ func TestMachineConfigValidate(t *testing.T) {
 		{"network without a tap", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{MAC: "02:00:00:00:00:01"} }, false},
 		{"multicast MAC", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "03:00:00:00:00:01"} }, false},
 		{"MAC with an option", func(c *vmm.MachineConfig) { c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:01,romfile=/x"} }, false},
+		{"reseed port", func(c *vmm.MachineConfig) { c.ReseedPort = "airlock.reseed" }, true},
+		{"reseed port with a comma", func(c *vmm.MachineConfig) { c.ReseedPort = "r,name=x" }, false},
+		{"reseed port is the agent's", func(c *vmm.MachineConfig) { c.ReseedPort = c.AgentPort }, false},
 		{"long MAC", func(c *vmm.MachineConfig) {
 			c.Net = &vmm.NetDevice{Tap: os.Stdin, MAC: "02:00:00:00:00:00:00:01"}
 		}, false},
