@@ -44,6 +44,9 @@ func StartPlace(ctx context.Context) (context.Context, trace.Span) {
 	return Start(ctx, SpanPlace)
 }
 
+// LocalNode names this node in a place span of a single node.
+const LocalNode = "local"
+
 // Place records a placement that chose this node at once (a single
 // node): a place span with nothing inside.
 func Place(ctx context.Context, node string) {

@@ -257,4 +257,3 @@ func tailLog(t testing.TB, path string) {
 	}
 	t.Logf("weed log (last 4000 bytes):\n%s", b)
 }
-
