@@ -132,7 +132,8 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 		Deadline: m.cfg.Now().Add(time.Duration(limits.TimeoutS) * time.Second),
 	}
 	var ticket *provision.Ticket
-	tracing.Place(ctx, tracing.LocalNode) // one node: this one; a fleet places before it forwards
+	// One node: this one; a fleet places before it forwards.
+	tracing.Place(ctx, tracing.LocalNode)
 	if opts.resumeDir != "" { // a fork with process state: the parent's backend
 		ticket, err = m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
 	} else {
