@@ -1,0 +1,275 @@
+package testpg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// BinDirEnv names a directory holding initdb and postgres, used before
+// anything else.
+const BinDirEnv = "AIRLOCK_TEST_PGBIN"
+
+// port is the port number in the socket's name (.s.PGSQL.<port>); the
+// server listens on no TCP port.
+const port = 5432
+
+// BinDir returns the directory of PostgreSQL's server binaries: $BinDirEnv
+// if set, else the newest /usr/lib/postgresql/<major>/bin (Debian's
+// layout), else the directory of an initdb on PATH that has a postgres
+// beside it.
+func BinDir() (string, error) {
+	if d := os.Getenv(BinDirEnv); d != "" {
+		return d, checkBinDir(d)
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return major(dirs[i]) > major(dirs[j]) })
+	for _, d := range dirs {
+		if checkBinDir(d) == nil {
+			return d, nil
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if d := filepath.Dir(p); checkBinDir(d) == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("PostgreSQL's server binaries (initdb, postgres) were not found: install Debian's postgresql package or set " + BinDirEnv)
+}
+
+func major(dir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return n
+}
+
+func checkBinDir(d string) error {
+	for _, b := range []string{"initdb", "postgres"} {
+		if fi, err := os.Stat(filepath.Join(d, b)); err != nil || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("no executable %s in %s", b, d)
+		}
+	}
+	return nil
+}
+
+// Server is one running throwaway PostgreSQL server.
+type Server struct {
+	dir    string // owns data/, the socket and server.log
+	socket string // the directory of the unix socket
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // of cmd.Wait, once exited is closed
+}
+
+// Start makes a new cluster in a new temporary directory and starts a
+// server on it, listening on a unix socket in that directory only. The
+// caller must Stop it.
+func Start(ctx context.Context) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := serverUser()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "airlock-pg-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, socket: dir, exited: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.Env = serverEnv()
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	// Durability settings are off: a test's server never outlives a
+	// crash of the machine.
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+		"-k", s.socket, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=",
+		"-c", "max_connections=400",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "shared_buffers=32MB")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.Env = serverEnv()
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	started := make(chan error, 1)
+	go func() {
+		// The parent death signal is sent when the thread that started
+		// the server ends: keep this one until the server has exited.
+		runtime.LockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		s.cmd = nil
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	if err := s.waitReady(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// serverUser returns the credentials to run the server with: the
+// postgres system user when running as root (the server refuses root),
+// nil (this process's user) otherwise.
+func serverUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user to run it as: %w", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// serverEnv is the server's environment: a clean one, with no PG*
+// variables of the test's to reach it.
+func serverEnv() []string {
+	return []string{"PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "TZ=UTC"}
+}
+
+// waitReady polls until the server accepts a connection, it exits, or
+// the timeout passes.
+func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	wait := 5 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := pgx.Connect(cctx, s.DSN("postgres"))
+		cancel()
+		if err == nil {
+			c.Close(ctx)
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("postgres exited at start: %v\n%s", s.err, s.Log())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not accept connections within %v: %v\n%s", timeout, err, s.Log())
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// Log returns the server's log so far (for a failure's message).
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// Dir is the server's directory (its socket is in it).
+func (s *Server) Dir() string { return s.dir }
+
+// DSN returns a connection string for the database on the server, as
+// the postgres superuser over the unix socket.
+func (s *Server) DSN(database string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", s.socket, port, database)
+}
+
+// URL returns the connection URL of the database, for a command line
+// flag that takes postgres:// URLs.
+func (s *Server) URL(database string) string {
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", database, s.socket, port)
+}
+
+// CreateDatabase creates an empty database.
+func (s *Server) CreateDatabase(ctx context.Context, name string) error {
+	return s.admin(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` TEMPLATE template0`)
+}
+
+// DropDatabase drops a database, ending its connections first.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	return s.admin(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+}
+
+func (s *Server) admin(ctx context.Context, stmt string) error {
+	c, err := pgconn.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	_, err = c.Exec(ctx, stmt).ReadAll()
+	return err
+}
+
+// Stop ends the server (fast shutdown; SIGKILL to its process group
+// after 30 s) and removes its directory. It is safe to call twice.
+func (s *Server) Stop() error {
+	var errs []error
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.exited
+			errs = append(errs, errors.New("postgres did not stop within 30s of SIGINT; killed"))
+		}
+		s.cmd = nil
+	}
+	if s.dir != "" && !strings.HasPrefix(s.dir, "/") {
+		return errors.Join(append(errs, fmt.Errorf("testpg: refusing to remove relative dir %q", s.dir))...)
+	}
+	if s.dir != "" {
+		errs = append(errs, os.RemoveAll(s.dir))
+		s.dir = ""
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,91 @@
+package testpg_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/testpg"
+)
+
+func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
+
+// Two tests' databases are separate, and each is usable.
+func TestDatabasesAreSeparate(t *testing.T) {
+	ctx := context.Background()
+	a, b := testpg.NewDatabase(t), testpg.NewDatabase(t)
+	if a == b {
+		t.Fatalf("two databases share a DSN: %s", a)
+	}
+	ca, err := pgx.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close(ctx)
+	if _, err := ca.Exec(ctx, `CREATE TABLE x (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := pgx.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close(ctx)
+	if _, err := cb.Exec(ctx, `SELECT * FROM x`); err == nil {
+		t.Fatal("a table of one database is visible in the other")
+	}
+	var user string
+	if err := cb.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user != "postgres" {
+		t.Fatalf("current_user %q, %v", user, err)
+	}
+}
+
+// A server of its own: stopped, its directory is gone and its socket
+// refuses connections.
+func TestStartStop(t *testing.T) {
+	if _, err := testpg.BinDir(); err != nil {
+		testreq.Skip(t, err.Error())
+	}
+	ctx := context.Background()
+	srv, err := testpg.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := srv.Dir()
+	if err := srv.CreateDatabase(ctx, "one"); err != nil {
+		srv.Stop()
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("server directory %s left: %v", dir, err)
+	}
+	if c, err := pgx.Connect(ctx, srv.DSN("one")); err == nil {
+		c.Close(ctx)
+		t.Fatal("a stopped server accepted a connection")
+	}
+	if err := srv.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	for _, name := range []string{"TestX", "TestX/sub case", string(make([]byte, 200))} {
+		got := testpg.DatabaseName(name)
+		if len(got) > 63 || len(got) == 0 {
+			t.Errorf("DatabaseName(%q) = %q: %d bytes", name, got, len(got))
+		}
+		for _, r := range got {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+				t.Errorf("DatabaseName(%q) = %q has %q", name, got, r)
+			}
+		}
+	}
+	if testpg.DatabaseName("a") == testpg.DatabaseName("a") {
+		t.Error("two names for one test are the same")
+	}
+}
