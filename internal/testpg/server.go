@@ -72,9 +72,11 @@ func checkBinDir(d string) error {
 type Server struct {
 	dir    string // owns data/, the socket and server.log
 	socket string // the directory of the unix socket
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // of cmd.Wait, once exited is closed
+	bin    string
+	cred   *syscall.Credential
+	cmd    *exec.Cmd     // nil when not running
+	exited chan struct{} // closed when cmd has exited
+	err    error         // of cmd.Wait, once exited is closed
 }
 
 // Start makes a new cluster in a new temporary directory and starts a
@@ -93,7 +95,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, socket: dir, exited: make(chan struct{})}
+	s := &Server{dir: dir, socket: dir}
 	ok := false
 	defer func() {
 		if !ok {
@@ -113,44 +115,74 @@ func Start(ctx context.Context) (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	s.bin, s.cred = bin, cred
+	if err := s.launch(ctx); err != nil {
 		return nil, err
 	}
+	ok = true
+	return s, nil
+}
+
+// launch starts the server process on the cluster and waits until it
+// accepts connections.
+func (s *Server) launch(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
 	defer logf.Close()
-	// Durability settings are off: a test's server never outlives a
-	// crash of the machine.
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+	// fsync is off (a test's server never outlives a crash of the
+	// machine), but commits are synchronous: what a store acknowledged
+	// is in the kernel's page cache and survives the server's processes
+	// being killed.
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
 		"-k", s.socket, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=",
 		"-c", "max_connections=400",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "shared_buffers=32MB")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.Env = serverEnv()
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = serverEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	exited := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
 		// The parent death signal is sent when the thread that started
 		// the server ends: keep this one until the server has exited.
 		runtime.LockOSThread()
-		if err := s.cmd.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		s.err = s.cmd.Wait()
-		close(s.exited)
+		s.err = cmd.Wait()
+		close(exited)
 	}()
 	if err := <-started; err != nil {
-		s.cmd = nil
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	if err := s.waitReady(ctx, 30*time.Second); err != nil {
-		return nil, err
+	s.cmd, s.exited = cmd, exited
+	return s.waitReady(ctx, 30*time.Second)
+}
+
+// Kill ends every process of the server at once with SIGKILL, as a
+// crash would, keeping its directory for Restart.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
 	}
-	ok = true
-	return s, nil
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited // the backends are in the postmaster's process group: killed too
+	s.cmd = nil
+}
+
+// Restart starts the server again on its cluster after Kill (it runs
+// crash recovery).
+func (s *Server) Restart(ctx context.Context) error {
+	if s.cmd != nil {
+		return errors.New("testpg: the server is running")
+	}
+	return s.launch(ctx)
 }
 
 // serverUser returns the credentials to run the server with: the
@@ -253,7 +285,7 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 // after 30 s) and removes its directory. It is safe to call twice.
 func (s *Server) Stop() error {
 	var errs []error
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.cmd != nil {
 		s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.exited:
