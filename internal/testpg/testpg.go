@@ -79,6 +79,20 @@ func Shared(t testing.TB) *Server {
 // shared server, dropped when the test ends, and returns its DSN.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	srv, name := newDatabase(t)
+	return srv.DSN(name)
+}
+
+// NewDatabaseURL is NewDatabase returning a postgres:// URL (what
+// airlockd's --store takes).
+func NewDatabaseURL(t testing.TB) string {
+	t.Helper()
+	srv, name := newDatabase(t)
+	return srv.URL(name)
+}
+
+func newDatabase(t testing.TB) (*Server, string) {
+	t.Helper()
 	srv := Shared(t)
 	name := DatabaseName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -93,7 +107,7 @@ func NewDatabase(t testing.TB) string {
 			t.Errorf("testpg: drop database %s: %v", name, err)
 		}
 	})
-	return srv.DSN(name)
+	return srv, name
 }
 
 // DatabaseName makes a unique database name from a test's name: lower

@@ -3,6 +3,7 @@ package testpg_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -87,5 +88,19 @@ func TestDatabaseName(t *testing.T) {
 	}
 	if testpg.DatabaseName("a") == testpg.DatabaseName("a") {
 		t.Error("two names for one test are the same")
+	}
+}
+
+// A database's URL connects like its DSN.
+func TestNewDatabaseURL(t *testing.T) {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, testpg.NewDatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var db string
+	if err := c.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil || !strings.HasPrefix(db, "t_testnewdatabaseurl_") {
+		t.Fatalf("current_database %q, %v", db, err)
 	}
 }
