@@ -15,6 +15,8 @@ var _ airlock.AbuseStore = (*DB)(nil)
 // RecordAbuseEvent appends an event. An empty ID gets a new ULID and a
 // zero Time the clock's time; both are written back.
 func (db *DB) RecordAbuseEvent(ctx context.Context, ev *airlock.AbuseEvent) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if ev.TenantID == "" || ev.Detector == "" || ev.Action == "" {
 		return airlock.Errorf(airlock.EINVALID, "abuse event tenant, detector and action are required")
 	}
@@ -43,7 +45,7 @@ func (db *DB) RecordAbuseEvent(ctx context.Context, ev *airlock.AbuseEvent) erro
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "abuse event %s exists", id)
 	case err != nil:
-		return wrap("record abuse event", err)
+		return wrap(ctx, "record abuse event", err)
 	}
 	ev.ID, ev.Time, ev.Evidence = id, at, evidence
 	return nil
@@ -53,6 +55,8 @@ func (db *DB) RecordAbuseEvent(ctx context.Context, ev *airlock.AbuseEvent) erro
 // every tenant's when TenantID is empty. Before is the ID of the last
 // event of the previous page; one not in the listed set is EINVALID.
 func (db *DB) ListAbuseEvents(ctx context.Context, f airlock.AbuseEventFilter) ([]*airlock.AbuseEvent, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
@@ -94,13 +98,15 @@ func (db *DB) ListAbuseEvents(ctx context.Context, f airlock.AbuseEventFilter) (
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrap("list abuse events", err)
+		return nil, wrap(ctx, "list abuse events", err)
 	}
 	return out, nil
 }
 
 // QuarantineTenant records (or replaces) the tenant's quarantine.
 func (db *DB) QuarantineTenant(ctx context.Context, q *airlock.Quarantine) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if q.TenantID == "" {
 		return airlock.Errorf(airlock.EINVALID, "quarantine tenant is required")
 	}
@@ -112,7 +118,7 @@ func (db *DB) QuarantineTenant(ctx context.Context, q *airlock.Quarantine) error
 	if isForeignKey(err) {
 		return tenantNotFound(q.TenantID)
 	} else if err != nil {
-		return wrap("quarantine tenant", err)
+		return wrap(ctx, "quarantine tenant", err)
 	}
 	q.Since = since
 	return nil
@@ -120,15 +126,19 @@ func (db *DB) QuarantineTenant(ctx context.Context, q *airlock.Quarantine) error
 
 // UnquarantineTenant lifts the tenant's quarantine; false if it had none.
 func (db *DB) UnquarantineTenant(ctx context.Context, tenantID string) (bool, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenant_quarantine WHERE tenant_id = $1`, tenantID)
 	if err != nil {
-		return false, wrap("unquarantine tenant", err)
+		return false, wrap(ctx, "unquarantine tenant", err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
 
 // TenantQuarantine returns the tenant's quarantine, nil if it has none.
 func (db *DB) TenantQuarantine(ctx context.Context, tenantID string) (*airlock.Quarantine, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	q := airlock.Quarantine{TenantID: tenantID}
 	var since int64
 	err := db.pool.QueryRow(ctx, `SELECT reason, event_id, since FROM tenant_quarantine WHERE tenant_id = $1`,
@@ -136,7 +146,7 @@ func (db *DB) TenantQuarantine(ctx context.Context, tenantID string) (*airlock.Q
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
-		return nil, wrap("tenant quarantine", err)
+		return nil, wrap(ctx, "tenant quarantine", err)
 	}
 	q.Since = fromNanos(since)
 	return &q, nil

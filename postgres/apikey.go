@@ -14,6 +14,8 @@ import (
 // ULID and a zero CreatedAt the clock's time; both are written back to k.
 // An unknown tenant is ENOTFOUND; a hash already stored is ECONFLICT.
 func (db *DB) CreateAPIKey(ctx context.Context, k *airlock.APIKey) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	switch {
 	case k.TenantID == "":
 		return airlock.Errorf(airlock.EINVALID, "api key tenant is required")
@@ -35,7 +37,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *airlock.APIKey) error {
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "api key exists")
 	case err != nil:
-		return wrap("create api key", err)
+		return wrap(ctx, "create api key", err)
 	}
 	k.ID, k.CreatedAt = id, created
 	return nil
@@ -44,6 +46,8 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *airlock.APIKey) error {
 // TenantByKeyHash returns the tenant that owns the key with the hash, or
 // ErrNotFound.
 func (db *DB) TenantByKeyHash(ctx context.Context, hash string) (*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	t, err := scanTenant(db.pool.QueryRow(ctx,
 		`SELECT `+tenantColumns+` FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = $1`,
 		hash))
@@ -52,7 +56,7 @@ func (db *DB) TenantByKeyHash(ctx context.Context, hash string) (*airlock.Tenant
 		return nil, fmt.Errorf("api key: %w", airlock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, wrap("tenant by key", err)
+		return nil, wrap(ctx, "tenant by key", err)
 	}
 	return t, nil
 }

@@ -27,13 +27,15 @@ func scanArtifact(row scanner) (*airlock.Artifact, error) {
 // Artifact returns the tenant's artifact. Another tenant's artifact is
 // ENOTFOUND, like a missing one.
 func (db *DB) Artifact(ctx context.Context, tenantID, id string) (*airlock.Artifact, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	a, err := scanArtifact(db.pool.QueryRow(ctx,
 		`SELECT `+artifactColumns+` FROM artifacts WHERE id = $1 AND tenant_id = $2`, id, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("artifact %s: %w", id, airlock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, wrap("get artifact", err)
+		return nil, wrap(ctx, "get artifact", err)
 	}
 	return a, nil
 }

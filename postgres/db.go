@@ -21,6 +21,16 @@ import (
 
 var _ airlock.Store = (*DB)(nil)
 
+// DefaultOpTimeout bounds each operation (a query or a transaction,
+// connecting included) when Config.OpTimeout is zero.
+const DefaultOpTimeout = 15 * time.Second
+
+// DefaultLockTimeout is how long a statement waits for a lock another
+// connection holds (PostgreSQL's lock_timeout) before store-busy, when
+// neither Config.LockTimeout nor the DSN sets one; as SQLite's busy
+// timeout.
+const DefaultLockTimeout = 5 * time.Second
+
 // DefaultConnectTimeout bounds each attempt to connect to the server when
 // the DSN names no connect_timeout: a server that is gone is a quick 503,
 // not a request that hangs.
@@ -39,6 +49,11 @@ type Config struct {
 	// ConnectTimeout bounds a connection attempt when the DSN sets none;
 	// DefaultConnectTimeout if zero.
 	ConnectTimeout time.Duration
+	// OpTimeout bounds each operation; DefaultOpTimeout if zero.
+	OpTimeout time.Duration
+	// LockTimeout is PostgreSQL's lock_timeout for the store's
+	// connections when the DSN sets none; DefaultLockTimeout if zero.
+	LockTimeout time.Duration
 }
 
 // Validate reports whether c can be used to open a store.
@@ -53,8 +68,8 @@ func (c Config) poolConfig() (*pgxpool.Config, error) {
 		return nil, airlock.Errorf(airlock.EINVALID, "postgres: a DSN is required")
 	case c.MaxConns < 0:
 		return nil, airlock.Errorf(airlock.EINVALID, "postgres: max conns must not be negative")
-	case c.ConnectTimeout < 0:
-		return nil, airlock.Errorf(airlock.EINVALID, "postgres: connect timeout must not be negative")
+	case c.ConnectTimeout < 0 || c.OpTimeout < 0 || c.LockTimeout < 0:
+		return nil, airlock.Errorf(airlock.EINVALID, "postgres: timeouts must not be negative")
 	}
 	pc, err := pgxpool.ParseConfig(c.DSN)
 	if err != nil {
@@ -72,6 +87,13 @@ func (c Config) poolConfig() (*pgxpool.Config, error) {
 			pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 		}
 	}
+	if pc.ConnConfig.RuntimeParams["lock_timeout"] == "" {
+		lt := c.LockTimeout
+		if lt == 0 {
+			lt = DefaultLockTimeout
+		}
+		pc.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", lt.Milliseconds())
+	}
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "airlockd"
 	}
@@ -84,9 +106,10 @@ func (c Config) poolConfig() (*pgxpool.Config, error) {
 // DB is the PostgreSQL store: one pool of connections for reads and
 // writes (the server serialises what must be).
 type DB struct {
-	pool    *pgxpool.Pool
-	now     func() time.Time
-	entropy *ulid.LockedMonotonicReader
+	pool      *pgxpool.Pool
+	now       func() time.Time
+	opTimeout time.Duration
+	entropy   *ulid.LockedMonotonicReader
 }
 
 // Open connects to the database of cfg.DSN and applies any pending
@@ -101,16 +124,20 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, wrap("open", err)
+		return nil, wrap(ctx, "open", err)
 	}
 	db := &DB{
-		pool:    pool,
-		now:     cfg.Now,
-		entropy: &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
+		pool:      pool,
+		now:       cfg.Now,
+		opTimeout: cfg.OpTimeout,
+		entropy:   &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
+	}
+	if db.opTimeout == 0 {
+		db.opTimeout = DefaultOpTimeout
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, wrap("connect", err)
+		return nil, wrap(ctx, "connect", err)
 	}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
@@ -124,6 +151,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 func (db *DB) Close() error {
 	db.pool.Close()
 	return nil
+}
+
+// errOpTimeout is the cause of an operation's context that ran out of
+// its time (Config.OpTimeout).
+var errOpTimeout = errors.New("the PostgreSQL server did not answer within the store's timeout")
+
+// bound gives one operation its timeout: a server that stops answering
+// (gone from the network, stuck) is a 503, not a request that hangs.
+func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, db.opTimeout, errOpTimeout)
 }
 
 // newID returns a new ULID stamped with the store's clock.
@@ -170,10 +207,11 @@ func isUnique(err error) bool { return pgCode(err) == codeUniqueViolation }
 func isForeignKey(err error) bool { return pgCode(err) == codeForeignKeyViolation }
 
 // wrap adds the operation to a driver error. Domain errors pass through
-// unchanged; a server that cannot serve for now becomes EUNAVAILABLE
-// (see unavailable); anything else has code EINTERNAL (see
+// unchanged; a server that cannot serve for now, or that did not answer
+// within the operation's timeout (ctx is the operation's, see bound),
+// becomes EUNAVAILABLE (see unavailable); anything else has code EINTERNAL (see
 // airlock.ErrorCode) and is logged by the caller, never shown to a client.
-func wrap(op string, err error) error {
+func wrap(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -182,6 +220,9 @@ func wrap(op string, err error) error {
 		return err
 	}
 	err = fmt.Errorf("postgres: %s: %w", op, err)
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errOpTimeout) {
+		return storeUnavailable(fmt.Errorf("%w: %w", errOpTimeout, err))
+	}
 	if c := pgCode(err); c == codeBadCharacter || c == codeUntranslatable {
 		// A lookup by a key no stored row can have (what is stored is
 		// cleaned first, see clean).

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -239,5 +241,180 @@ func TestServerLost(t *testing.T) {
 	slices.Sort(acked)
 	if !slices.Equal(got, acked) {
 		t.Errorf("after the server came back: %d executions %v, want the %d acknowledged %v", len(got), got, len(acked), acked)
+	}
+}
+
+// Another connection holding a lock the store needs: the store's
+// statements wait for the lock timeout, then fail with store-busy (a 503
+// that says when to retry); once the lock goes they succeed and nothing
+// written before is lost.
+func TestLockHeldElsewhere(t *testing.T) {
+	ctx := context.Background()
+	dsn := testpg.NewDatabase(t)
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, LockTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := &airlock.Tenant{Name: "before"}
+	if err := db.CreateTenant(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawConn(t, dsn)
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wantUnavailable(t, "CreateTenant while the table is locked", db.CreateTenant(ctx, &airlock.Tenant{Name: "during"}), airlock.ProblemStoreBusy)
+	_, err = db.TenantByName(ctx, "before")
+	wantUnavailable(t, "TenantByName while the table is locked", err, airlock.ProblemStoreBusy)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("two calls took %v with a 200ms lock timeout", took)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTenant(ctx, &airlock.Tenant{Name: "after"}); err != nil {
+		t.Fatalf("CreateTenant after the lock went: %v", err)
+	}
+	if got, err := db.TenantByName(ctx, "before"); err != nil || got.ID != before.ID {
+		t.Fatalf("the tenant written before: %+v %v", got, err)
+	}
+}
+
+// stallProxy forwards TCP connections on loopback to the server's unix
+// socket until stalled: then it forwards nothing more (a server gone from
+// the network, or stuck), without closing anything.
+type stallProxy struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	stalled chan struct{} // closed while stalled
+	conns   []net.Conn
+}
+
+func newStallProxy(t *testing.T, socket string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln}
+	t.Cleanup(p.cut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("unix", socket)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go p.pipe(c, s)
+			go p.pipe(s, c)
+		}
+	}()
+	return p
+}
+
+func (p *stallProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			stalled := p.stalled
+			p.mu.Unlock()
+			if stalled != nil {
+				<-stalled // never closed: the bytes are held
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = make(chan struct{})
+}
+
+// cut closes every connection (and lets the held bytes go, to nowhere).
+func (p *stallProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+func (p *stallProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// A server that stops answering (not refusing: silent) makes each call
+// fail with store-unavailable after the store's operation timeout,
+// never hang.
+func TestServerStopsAnswering(t *testing.T) {
+	ctx := context.Background()
+	srv := testpg.Shared(t)
+	name := "stall_" + strings.ToLower(airlock.NewID())
+	if err := srv.CreateDatabase(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.DropDatabase(context.Background(), name) })
+	proxy := newStallProxy(t, filepath.Join(srv.Dir(), ".s.PGSQL.5432"))
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", proxy.port(), name)
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, OpTimeout: 500 * time.Millisecond, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tn := &airlock.Tenant{Name: "acme"}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	proxy.stall()
+	defer proxy.cut() // before Close: pgx waits for a silent server's connections to end
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"TenantByID", func() error { _, err := db.TenantByID(ctx, tn.ID); return err }},
+		{"CreateExecution", func() error {
+			return db.CreateExecution(ctx, &airlock.Execution{TenantID: tn.ID, Language: airlock.Bash})
+		}},
+	} {
+		start := time.Now()
+		err := op.do()
+		took := time.Since(start)
+		wantUnavailable(t, op.name+" on a silent server", err, airlock.ProblemStoreUnavailable)
+		if took > 5*time.Second {
+			t.Errorf("%s took %v with a 500ms operation timeout", op.name, took)
+		}
+	}
+	// The caller's own deadline is the caller's: not the store's failure.
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = db.TenantByID(cctx, tn.ID)
+	if err == nil || airlock.ErrorCode(err) == airlock.EUNAVAILABLE {
+		t.Errorf("a call whose own deadline passed: %v, want a plain error", err)
 	}
 }

@@ -18,10 +18,13 @@
 // the binary is refused.
 //
 // A store that cannot serve for now is not an internal error: a server
-// that cannot be reached, refuses connections, is shutting down, is a
-// read-only standby or lacks resources is EUNAVAILABLE
-// "store-unavailable"; a lock or statement timeout, a serialisation
-// failure or a deadlock is EUNAVAILABLE "store-busy". Both carry a
+// that cannot be reached, refuses connections, does not answer within
+// the operation's timeout (Config.OpTimeout, each method's bound), is
+// shutting down, is a read-only standby or lacks resources is
+// EUNAVAILABLE "store-unavailable"; a lock held elsewhere past the
+// lock timeout (PostgreSQL's lock_timeout, as SQLite's busy timeout), a
+// statement timeout, a serialisation failure or a deadlock is
+// EUNAVAILABLE "store-busy". Both carry a
 // RetryAfter (a 503 with Retry-After at the API) and keep the driver's
 // error for the log. A method returns only once its transaction has
 // committed: nothing it acknowledged is lost when the server goes away

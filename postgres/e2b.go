@@ -16,6 +16,8 @@ var _ airlock.E2BStore = (*DB)(nil)
 // PutE2BSandbox records s, replacing an earlier record of the sandbox.
 // The session must exist and belong to s.TenantID (else ENOTFOUND).
 func (db *DB) PutE2BSandbox(ctx context.Context, s *airlock.E2BSandbox) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if s.SandboxID == "" || s.TenantID == "" || s.TemplateID == "" {
 		return airlock.Errorf(airlock.EINVALID, "e2b sandbox: id, tenant and template are required")
 	}
@@ -35,7 +37,7 @@ func (db *DB) PutE2BSandbox(ctx context.Context, s *airlock.E2BSandbox) error {
 		WHERE e2b_sandboxes.tenant_id = excluded.tenant_id`,
 		s.SandboxID, s.TenantID, clean(s.TemplateID), cleanJSON(meta), cleanJSON(env), cleanJSON(ctxs), nanos(created))
 	if err != nil {
-		return wrap("put e2b sandbox", err)
+		return wrap(ctx, "put e2b sandbox", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return airlock.Errorf(airlock.ENOTFOUND, "no session %s of tenant %s", s.SandboxID, s.TenantID)
@@ -46,6 +48,8 @@ func (db *DB) PutE2BSandbox(ctx context.Context, s *airlock.E2BSandbox) error {
 
 // E2BSandbox returns the record of a sandbox, or ENOTFOUND.
 func (db *DB) E2BSandbox(ctx context.Context, id string) (*airlock.E2BSandbox, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	var s airlock.E2BSandbox
 	var meta, env, ctxs string
 	var created int64
@@ -55,7 +59,7 @@ func (db *DB) E2BSandbox(ctx context.Context, id string) (*airlock.E2BSandbox, e
 		return nil, fmt.Errorf("e2b sandbox %s: %w", id, airlock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, wrap("e2b sandbox", err)
+		return nil, wrap(ctx, "e2b sandbox", err)
 	}
 	err1 := json.Unmarshal([]byte(meta), &s.Metadata)
 	err2 := json.Unmarshal([]byte(env), &s.EnvVars)

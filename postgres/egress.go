@@ -15,6 +15,8 @@ var _ airlock.EgressStore = (*DB)(nil)
 // RecordEgress appends events in one transaction and writes their Seq
 // back.
 func (db *DB) RecordEgress(ctx context.Context, events []*airlock.EgressEvent) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if len(events) == 0 {
 		return nil
 	}
@@ -45,7 +47,7 @@ func (db *DB) RecordEgress(ctx context.Context, events []*airlock.EgressEvent) e
 		return airlock.Errorf(airlock.ENOTFOUND, "egress event of an unknown tenant")
 	}
 	if err != nil {
-		return wrap("record egress", err)
+		return wrap(ctx, "record egress", err)
 	}
 	for i, e := range events {
 		e.Seq = seqs[i]
@@ -64,6 +66,8 @@ func (a *args) add(v any) string {
 // ListEgress returns a page of one session's or one execution's egress
 // log, newest first.
 func (db *DB) ListEgress(ctx context.Context, f airlock.EgressFilter) ([]*airlock.EgressEvent, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if f.TenantID == "" || (f.SessionID == "") == (f.ExecutionID == "") {
 		return nil, airlock.Errorf(airlock.EINVALID, "egress list needs a tenant and one of session and execution")
 	}
@@ -92,7 +96,7 @@ func (db *DB) ListEgress(ctx context.Context, f airlock.EgressFilter) ([]*airloc
 	q += ` ORDER BY seq DESC LIMIT ` + a.add(limit)
 	rows, err := db.pool.Query(ctx, q, a...)
 	if err != nil {
-		return nil, wrap("list egress", err)
+		return nil, wrap(ctx, "list egress", err)
 	}
 	defer rows.Close()
 	out := []*airlock.EgressEvent{}
@@ -103,7 +107,7 @@ func (db *DB) ListEgress(ctx context.Context, f airlock.EgressFilter) ([]*airloc
 		if err := rows.Scan(&e.Seq, &e.TenantID, &e.SessionID, &e.ExecutionID, &t, &e.Kind, &e.Protocol,
 			&e.Name, &e.Port, &e.SNI, &e.Host, &e.Dialled, &e.Resolved, &e.BytesUp, &e.BytesDown,
 			&e.Verdict, &e.Reason, &flags, &e.Detail, &e.DurationMS); err != nil {
-			return nil, wrap("list egress", err)
+			return nil, wrap(ctx, "list egress", err)
 		}
 		e.Time = fromNanos(t)
 		if flags != "" {
@@ -111,5 +115,5 @@ func (db *DB) ListEgress(ctx context.Context, f airlock.EgressFilter) ([]*airloc
 		}
 		out = append(out, &e)
 	}
-	return out, wrap("list egress", rows.Err())
+	return out, wrap(ctx, "list egress", rows.Err())
 }

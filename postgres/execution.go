@@ -24,6 +24,8 @@ const (
 // clock's time; ID, Status and CreatedAt are written back to e. An unknown
 // tenant is ENOTFOUND; a taken ID is ECONFLICT.
 func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	switch {
 	case e.TenantID == "":
 		return airlock.Errorf(airlock.EINVALID, "execution tenant is required")
@@ -54,7 +56,7 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "execution %s exists", id)
 	case err != nil:
-		return wrap("create execution", err)
+		return wrap(ctx, "create execution", err)
 	}
 	e.ID, e.Status, e.CreatedAt, e.FinishedAt = id, airlock.StatusRunning, created, nil
 	if e.Findings == nil {
@@ -72,6 +74,8 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 // creation are not changed. ENOTFOUND if the tenant has no such
 // execution; ECONFLICT if it is no longer running.
 func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	status := e.Status
 	switch {
 	case e.ID == "" || e.TenantID == "":
@@ -152,7 +156,7 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 		return nil
 	})
 	if err != nil {
-		return wrap("finish execution", err)
+		return wrap(ctx, "finish execution", err)
 	}
 	e.Status, e.FinishedAt, e.Artifacts = status, &finished, arts
 	return nil
@@ -201,6 +205,8 @@ func scanExecution(row scanner) (*airlock.Execution, error) {
 // Execution returns the tenant's execution with its artifacts (ordered by
 // filename). Another tenant's execution is ENOTFOUND, like a missing one.
 func (db *DB) Execution(ctx context.Context, tenantID, id string) (*airlock.Execution, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	var e *airlock.Execution
 	err := db.inReadTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -229,7 +235,7 @@ func (db *DB) Execution(ctx context.Context, tenantID, id string) (*airlock.Exec
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrap("get execution", err)
+		return nil, wrap(ctx, "get execution", err)
 	}
 	return e, nil
 }
@@ -241,6 +247,8 @@ func (db *DB) Execution(ctx context.Context, tenantID, id string) (*airlock.Exec
 // are listed; an ID the tenant does not have is EINVALID. Listed executions
 // carry no stdout, stderr or artifacts.
 func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]*airlock.Execution, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if f.TenantID == "" {
 		return nil, airlock.Errorf(airlock.EINVALID, "tenant is required to list executions")
 	}
@@ -287,7 +295,7 @@ func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrap("list executions", err)
+		return nil, wrap(ctx, "list executions", err)
 	}
 	return es, nil
 }
@@ -297,12 +305,14 @@ func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]
 // many it marked. Executions of live sessions are the session service's
 // to adopt or fail when it recovers them.
 func (db *DB) FailRunningExecutions(ctx context.Context, reason string) (int, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `UPDATE executions
 		SET status = 'failed', error = $1, finished_at = $2
 		WHERE status = 'running' AND (session_id = '' OR session_id NOT IN
 			(SELECT id FROM sessions WHERE state IN ('creating', 'ready', 'busy')))`, clean(reason), nanos(db.now()))
 	if err != nil {
-		return 0, wrap("fail running executions", err)
+		return 0, wrap(ctx, "fail running executions", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -310,22 +320,24 @@ func (db *DB) FailRunningExecutions(ctx context.Context, reason string) (int, er
 // RunningExecutions returns the session's executions recorded as running,
 // oldest first (without artifacts: a running execution has none yet).
 func (db *DB) RunningExecutions(ctx context.Context, sessionID string) ([]*airlock.Execution, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT `+executionColumns+` FROM executions
 		WHERE status = 'running' AND session_id = $1 ORDER BY created_at, exec_id`, sessionID)
 	if err != nil {
-		return nil, wrap("list running executions", err)
+		return nil, wrap(ctx, "list running executions", err)
 	}
 	defer rows.Close()
 	var out []*airlock.Execution
 	for rows.Next() {
 		e, err := scanExecution(rows)
 		if err != nil {
-			return nil, wrap("list running executions", err)
+			return nil, wrap(ctx, "list running executions", err)
 		}
 		e.Artifacts = []airlock.Artifact{}
 		out = append(out, e)
 	}
-	return out, wrap("list running executions", rows.Err())
+	return out, wrap(ctx, "list running executions", rows.Err())
 }
 
 func executionNotFound(id string) error {
@@ -336,13 +348,15 @@ func executionNotFound(id string) error {
 // as running and the executions recorded since the time; tenants with
 // neither are left out.
 func (db *DB) ExecutionCounts(ctx context.Context, since time.Time) (map[string]airlock.ExecutionCounts, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT tenant_id,
 			count(*) FILTER (WHERE status = 'running' AND session_id = ''),
 			count(*) FILTER (WHERE created_at >= $1)
 		FROM executions WHERE (status = 'running' AND session_id = '') OR created_at >= $1
 		GROUP BY tenant_id`, nanos(since))
 	if err != nil {
-		return nil, wrap("count executions", err)
+		return nil, wrap(ctx, "count executions", err)
 	}
 	defer rows.Close()
 	out := map[string]airlock.ExecutionCounts{}
@@ -350,9 +364,9 @@ func (db *DB) ExecutionCounts(ctx context.Context, since time.Time) (map[string]
 		var tenant string
 		var c airlock.ExecutionCounts
 		if err := rows.Scan(&tenant, &c.RunningOneShot, &c.Since); err != nil {
-			return nil, wrap("count executions", err)
+			return nil, wrap(ctx, "count executions", err)
 		}
 		out[tenant] = c
 	}
-	return out, wrap("count executions", rows.Err())
+	return out, wrap(ctx, "count executions", rows.Err())
 }

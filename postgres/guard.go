@@ -31,12 +31,14 @@ func decodeFindings(s string) []airlock.GuardFinding {
 // SetTenantGuard sets the tenant's guard policy; ErrNotFound if there is
 // no such tenant.
 func (db *DB) SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if _, err := airlock.ParseGuardPolicy(string(p)); err != nil {
 		return err
 	}
 	tag, err := db.pool.Exec(ctx, `UPDATE tenants SET guard = $1 WHERE id = $2`, string(p), tenantID)
 	if err != nil {
-		return wrap("set tenant guard", err)
+		return wrap(ctx, "set tenant guard", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return tenantNotFound(tenantID)

@@ -33,13 +33,15 @@ func scanTenantKey(row scanner) (*seal.TenantKey, error) {
 
 // TenantKey returns the tenant's wrapped data key; ENOTFOUND if none.
 func (db *DB) TenantKey(ctx context.Context, tenantID string) (*seal.TenantKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	k, err := scanTenantKey(db.pool.QueryRow(ctx, `SELECT `+tenantKeyColumns+`
 		FROM tenant_data_keys WHERE tenant_id = $1`, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, airlock.Errorf(airlock.ENOTFOUND, "tenant %s has no data key", tenantID)
 	}
 	if err != nil {
-		return nil, wrap("tenant key", err)
+		return nil, wrap(ctx, "tenant key", err)
 	}
 	return k, nil
 }
@@ -47,6 +49,8 @@ func (db *DB) TenantKey(ctx context.Context, tenantID string) (*seal.TenantKey, 
 // CreateTenantKey records k unless the tenant has a key; it returns the
 // tenant's key after the call.
 func (db *DB) CreateTenantKey(ctx context.Context, k *seal.TenantKey) (*seal.TenantKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	_, err := db.pool.Exec(ctx, `INSERT INTO tenant_data_keys (tenant_id, id, master_key_id, wrapped, created_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id) DO NOTHING`,
 		k.TenantID, k.ID, k.MasterKeyID, k.Wrapped, nanos(k.CreatedAt))
@@ -54,36 +58,40 @@ func (db *DB) CreateTenantKey(ctx context.Context, k *seal.TenantKey) (*seal.Ten
 		return nil, tenantNotFound(k.TenantID)
 	}
 	if err != nil {
-		return nil, wrap("create tenant key", err)
+		return nil, wrap(ctx, "create tenant key", err)
 	}
 	return db.TenantKey(ctx, k.TenantID)
 }
 
 // TenantKeys returns every tenant's wrapped data key.
 func (db *DB) TenantKeys(ctx context.Context) ([]*seal.TenantKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT `+tenantKeyColumns+` FROM tenant_data_keys ORDER BY tenant_id`)
 	if err != nil {
-		return nil, wrap("tenant keys", err)
+		return nil, wrap(ctx, "tenant keys", err)
 	}
 	defer rows.Close()
 	var out []*seal.TenantKey
 	for rows.Next() {
 		k, err := scanTenantKey(rows)
 		if err != nil {
-			return nil, wrap("tenant keys", err)
+			return nil, wrap(ctx, "tenant keys", err)
 		}
 		out = append(out, k)
 	}
-	return out, wrap("tenant keys", rows.Err())
+	return out, wrap(ctx, "tenant keys", rows.Err())
 }
 
 // RewrapTenantKey replaces a data key's wrapping if it is still wrapped
 // under oldMasterKeyID; ECONFLICT otherwise.
 func (db *DB) RewrapTenantKey(ctx context.Context, tenantID, id, oldMasterKeyID, newMasterKeyID string, wrapped []byte, at time.Time) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `UPDATE tenant_data_keys SET master_key_id = $1, wrapped = $2, rotated_at = $3
 		WHERE tenant_id = $4 AND id = $5 AND master_key_id = $6`, newMasterKeyID, wrapped, nanos(at), tenantID, id, oldMasterKeyID)
 	if err != nil {
-		return wrap("rewrap tenant key", err)
+		return wrap(ctx, "rewrap tenant key", err)
 	}
 	if tag.RowsAffected() != 1 {
 		return airlock.Errorf(airlock.ECONFLICT, "the data key of tenant %s changed during rotation", tenantID)
@@ -108,6 +116,8 @@ func scanSnapshot(row scanner) (*airlock.Snapshot, error) {
 
 // CreateSnapshot records a snapshot whose blob is stored.
 func (db *DB) CreateSnapshot(ctx context.Context, s *airlock.Snapshot) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if s.ID == "" || s.TenantID == "" || s.BlobKey == "" {
 		return airlock.Errorf(airlock.EINVALID, "snapshot id, tenant and blob are required")
 	}
@@ -119,7 +129,7 @@ func (db *DB) CreateSnapshot(ctx context.Context, s *airlock.Snapshot) error {
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "snapshot %s exists", s.ID)
 	}
-	return wrap("create snapshot", err)
+	return wrap(ctx, "create snapshot", err)
 }
 
 func snapshotNotFound(id string) error {
@@ -128,18 +138,22 @@ func snapshotNotFound(id string) error {
 
 // Snapshot returns the tenant's snapshot; another tenant's is ENOTFOUND.
 func (db *DB) Snapshot(ctx context.Context, tenantID, id string) (*airlock.Snapshot, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	s, err := scanSnapshot(db.pool.QueryRow(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = $1 AND tenant_id = $2`, id, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, snapshotNotFound(id)
 	}
 	if err != nil {
-		return nil, wrap("get snapshot", err)
+		return nil, wrap(ctx, "get snapshot", err)
 	}
 	return s, nil
 }
 
 // ListSnapshots returns a page of the tenant's snapshots, newest first.
 func (db *DB) ListSnapshots(ctx context.Context, tenantID, before string, limit int) ([]*airlock.Snapshot, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
@@ -175,14 +189,16 @@ func (db *DB) ListSnapshots(ctx context.Context, tenantID, before string, limit 
 		}
 		return rows.Err()
 	})
-	return out, wrap("list snapshots", err)
+	return out, wrap(ctx, "list snapshots", err)
 }
 
 // DeleteSnapshot deletes the tenant's snapshot record; ENOTFOUND if none.
 func (db *DB) DeleteSnapshot(ctx context.Context, tenantID, id string) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `DELETE FROM snapshots WHERE id = $1 AND tenant_id = $2`, id, tenantID)
 	if err != nil {
-		return wrap("delete snapshot", err)
+		return wrap(ctx, "delete snapshot", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return snapshotNotFound(id)
@@ -192,22 +208,26 @@ func (db *DB) DeleteSnapshot(ctx context.Context, tenantID, id string) error {
 
 // SnapshotBytes sums the sealed size of the tenant's snapshots.
 func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	var n int64
 	err := db.pool.QueryRow(ctx, `SELECT coalesce(sum(bytes), 0)::bigint FROM snapshots WHERE tenant_id = $1`, tenantID).Scan(&n)
-	return n, wrap("snapshot bytes", err)
+	return n, wrap(ctx, "snapshot bytes", err)
 }
 
 // Pauses.
 
 // PutPause records (or replaces) a session's pause.
 func (db *DB) PutPause(ctx context.Context, p *airlock.SessionPause) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	_, err := db.pool.Exec(ctx, `INSERT INTO session_pauses (session_id, tenant_id, dir, backend, paused_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id) DO UPDATE SET dir = excluded.dir, backend = excluded.backend, paused_at = excluded.paused_at`,
 		p.SessionID, p.TenantID, p.Dir, p.Backend, nanos(p.PausedAt))
 	if isForeignKey(err) {
 		return tenantNotFound(p.TenantID)
 	}
-	return wrap("put pause", err)
+	return wrap(ctx, "put pause", err)
 }
 
 func scanPause(row scanner) (*airlock.SessionPause, error) {
@@ -222,34 +242,40 @@ func scanPause(row scanner) (*airlock.SessionPause, error) {
 
 // Pause returns the tenant's session's pause; ENOTFOUND if none.
 func (db *DB) Pause(ctx context.Context, tenantID, sessionID string) (*airlock.SessionPause, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	p, err := scanPause(db.pool.QueryRow(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at
 		FROM session_pauses WHERE session_id = $1 AND tenant_id = $2`, sessionID, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, airlock.Errorf(airlock.ENOTFOUND, "session %s is not paused", sessionID)
 	}
-	return p, wrap("pause", err)
+	return p, wrap(ctx, "pause", err)
 }
 
 // DeletePause removes a session's pause (none is no error).
 func (db *DB) DeletePause(ctx context.Context, sessionID string) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	_, err := db.pool.Exec(ctx, `DELETE FROM session_pauses WHERE session_id = $1`, sessionID)
-	return wrap("delete pause", err)
+	return wrap(ctx, "delete pause", err)
 }
 
 // Pauses returns every pause, oldest first.
 func (db *DB) Pauses(ctx context.Context) ([]*airlock.SessionPause, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at FROM session_pauses ORDER BY paused_at, session_id`)
 	if err != nil {
-		return nil, wrap("pauses", err)
+		return nil, wrap(ctx, "pauses", err)
 	}
 	defer rows.Close()
 	var out []*airlock.SessionPause
 	for rows.Next() {
 		p, err := scanPause(rows)
 		if err != nil {
-			return nil, wrap("pauses", err)
+			return nil, wrap(ctx, "pauses", err)
 		}
 		out = append(out, p)
 	}
-	return out, wrap("pauses", rows.Err())
+	return out, wrap(ctx, "pauses", rows.Err())
 }

@@ -70,23 +70,28 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	pc, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return wrap("migrate", err)
+		return wrap(ctx, "migrate", err)
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
+	// Migrating waits as long as it must (for another node's migration,
+	// for the locks of nodes serving): the caller's context bounds it.
+	if _, err := conn.Exec(ctx, `SET lock_timeout = 0`); err != nil {
+		return wrap(ctx, "migrate", err)
+	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
-		return wrap("migrate: take the migration lock", err)
+		return wrap(ctx, "migrate: take the migration lock", err)
 	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at BIGINT  NOT NULL
 	)`); err != nil {
-		return wrap("migrate", err)
+		return wrap(ctx, "migrate", err)
 	}
 	var newest *int64
 	if err := conn.QueryRow(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&newest); err != nil {
-		return wrap("migrate", err)
+		return wrap(ctx, "migrate", err)
 	}
 	if len(ms) > 0 && newest != nil && *newest > int64(ms[len(ms)-1].version) {
 		return fmt.Errorf("postgres: database schema version %d is newer than this binary's %d",
@@ -113,11 +118,11 @@ func (db *DB) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return wrap("migration "+m.name, err)
+			return wrap(ctx, "migration "+m.name, err)
 		}
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrateLock); err != nil {
-		return wrap("migrate: release the migration lock", err)
+		return wrap(ctx, "migrate: release the migration lock", err)
 	}
 	return nil
 }

@@ -15,9 +15,11 @@ var (
 
 // TenantQuotas returns every tenant's quota overrides.
 func (db *DB) TenantQuotas(ctx context.Context) (map[string]map[string]int64, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT tenant_id, quota, limit_val FROM tenant_quotas`)
 	if err != nil {
-		return nil, wrap("list tenant quotas", err)
+		return nil, wrap(ctx, "list tenant quotas", err)
 	}
 	defer rows.Close()
 	out := map[string]map[string]int64{}
@@ -25,18 +27,20 @@ func (db *DB) TenantQuotas(ctx context.Context) (map[string]map[string]int64, er
 		var tenant, quota string
 		var limit int64
 		if err := rows.Scan(&tenant, &quota, &limit); err != nil {
-			return nil, wrap("list tenant quotas", err)
+			return nil, wrap(ctx, "list tenant quotas", err)
 		}
 		if out[tenant] == nil {
 			out[tenant] = map[string]int64{}
 		}
 		out[tenant][quota] = limit
 	}
-	return out, wrap("list tenant quotas", rows.Err())
+	return out, wrap(ctx, "list tenant quotas", rows.Err())
 }
 
 // SetTenantQuota sets one override of a tenant.
 func (db *DB) SetTenantQuota(ctx context.Context, tenantID, quota string, limit int64) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if quota == "" || limit < -1 {
 		return airlock.Errorf(airlock.EINVALID, "a quota needs a name and a limit of -1 (none) or more")
 	}
@@ -47,18 +51,22 @@ func (db *DB) SetTenantQuota(ctx context.Context, tenantID, quota string, limit 
 	if isForeignKey(err) {
 		return tenantNotFound(tenantID)
 	}
-	return wrap("set tenant quota", err)
+	return wrap(ctx, "set tenant quota", err)
 }
 
 // DeleteTenantQuota drops one override of a tenant.
 func (db *DB) DeleteTenantQuota(ctx context.Context, tenantID, quota string) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	_, err := db.pool.Exec(ctx, `DELETE FROM tenant_quotas WHERE tenant_id = $1 AND quota = $2`, tenantID, quota)
-	return wrap("delete tenant quota", err)
+	return wrap(ctx, "delete tenant quota", err)
 }
 
 // AddUsage adds to the daily counters in one transaction. Deltas of a
 // tenant that no longer exists are dropped (its counters went with it).
 func (db *DB) AddUsage(ctx context.Context, deltas []airlock.UsageDelta) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if len(deltas) == 0 {
 		return nil
 	}
@@ -83,14 +91,16 @@ func (db *DB) AddUsage(ctx context.Context, deltas []airlock.UsageDelta) error {
 		}
 		return nil
 	})
-	return wrap("add usage", err)
+	return wrap(ctx, "add usage", err)
 }
 
 // DailyUsage returns each tenant's counters of one day.
 func (db *DB) DailyUsage(ctx context.Context, day string) (map[string]airlock.DailyUsage, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT tenant_id, sandbox_ms, egress_bytes FROM tenant_usage WHERE day = $1`, day)
 	if err != nil {
-		return nil, wrap("daily usage", err)
+		return nil, wrap(ctx, "daily usage", err)
 	}
 	defer rows.Close()
 	out := map[string]airlock.DailyUsage{}
@@ -98,9 +108,9 @@ func (db *DB) DailyUsage(ctx context.Context, day string) (map[string]airlock.Da
 		var tenant string
 		var u airlock.DailyUsage
 		if err := rows.Scan(&tenant, &u.SandboxMillis, &u.EgressBytes); err != nil {
-			return nil, wrap("daily usage", err)
+			return nil, wrap(ctx, "daily usage", err)
 		}
 		out[tenant] = u
 	}
-	return out, wrap("daily usage", rows.Err())
+	return out, wrap(ctx, "daily usage", rows.Err())
 }

@@ -19,6 +19,8 @@ var _ airlock.SessionStore = (*DB)(nil)
 // clock's time; both are written back. An unknown tenant is ENOTFOUND; a
 // taken ID is ECONFLICT.
 func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	switch {
 	case s.TenantID == "":
 		return airlock.Errorf(airlock.EINVALID, "session tenant is required")
@@ -55,7 +57,7 @@ func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "session %s exists", id)
 	case err != nil:
-		return wrap("create session", err)
+		return wrap(ctx, "create session", err)
 	}
 	s.ID, s.State, s.CreatedAt = id, airlock.SessionCreating, created
 	s.ExpiresAt, s.LastActiveAt = stamp(s.ExpiresAt, now), stamp(s.LastActiveAt, now)
@@ -78,6 +80,8 @@ func sessionJSON(s *airlock.Session) (limits, network, usage string, err error) 
 // set at creation are not changed. ENOTFOUND if the tenant has no such
 // session; ECONFLICT if it has already ended (a final state is final).
 func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	switch {
 	case s.ID == "" || s.TenantID == "":
 		return airlock.Errorf(airlock.EINVALID, "session id and tenant are required")
@@ -111,7 +115,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 		}
 		return airlock.Problem(airlock.ECONFLICT, "session-ended", "session %s has already ended (%s)", s.ID, cur)
 	})
-	return wrap("update session", err)
+	return wrap(ctx, "update session", err)
 }
 
 const sessionColumns = `id, tenant_id, image, size, state, limits::text, network::text, usage::text, idempotency_key,
@@ -141,13 +145,15 @@ func scanSession(row scanner) (*airlock.Session, error) {
 // Session returns the tenant's session. Another tenant's session is
 // ENOTFOUND, like a missing one.
 func (db *DB) Session(ctx context.Context, tenantID, id string) (*airlock.Session, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	s, err := scanSession(db.pool.QueryRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions WHERE id = $1 AND tenant_id = $2`, id, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, sessionNotFound(id)
 	}
 	if err != nil {
-		return nil, wrap("get session", err)
+		return nil, wrap(ctx, "get session", err)
 	}
 	return s, nil
 }
@@ -158,6 +164,8 @@ func (db *DB) Session(ctx context.Context, tenantID, id string) (*airlock.Sessio
 // last session of the previous page (an ID the tenant does not have is
 // EINVALID). LiveOnly leaves out sessions that have ended.
 func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*airlock.Session, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if f.TenantID == "" {
 		return nil, airlock.Errorf(airlock.EINVALID, "tenant is required to list sessions")
 	}
@@ -205,7 +213,7 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrap("list sessions", err)
+		return nil, wrap(ctx, "list sessions", err)
 	}
 	return out, nil
 }
@@ -213,21 +221,23 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 // LiveSessions returns every session, of every tenant, that has not ended,
 // oldest first.
 func (db *DB) LiveSessions(ctx context.Context) ([]*airlock.Session, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE state NOT IN ('destroyed', 'failed') ORDER BY created_at, id`)
 	if err != nil {
-		return nil, wrap("live sessions", err)
+		return nil, wrap(ctx, "live sessions", err)
 	}
 	defer rows.Close()
 	var out []*airlock.Session
 	for rows.Next() {
 		s, err := scanSession(rows)
 		if err != nil {
-			return nil, wrap("live sessions", err)
+			return nil, wrap(ctx, "live sessions", err)
 		}
 		out = append(out, s)
 	}
-	return out, wrap("live sessions", rows.Err())
+	return out, wrap(ctx, "live sessions", rows.Err())
 }
 
 func sessionNotFound(id string) error {
@@ -241,6 +251,8 @@ func sessionNotFound(id string) error {
 // transaction, then does nothing, and the claim reads the winner's row).
 // It returns the row that holds the key and whether it is k.
 func (db *DB) ClaimIdempotencyKey(ctx context.Context, k *airlock.IdempotencyKey) (*airlock.IdempotencyKey, bool, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	switch {
 	case k.TenantID == "" || k.SessionID == "" || k.RequestHash == "":
 		return nil, false, airlock.Errorf(airlock.EINVALID, "idempotency key needs a tenant, a session and a request hash")
@@ -285,7 +297,7 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, k *airlock.IdempotencyKey
 		return nil
 	})
 	if err != nil {
-		return nil, false, wrap("claim idempotency key", err)
+		return nil, false, wrap(ctx, "claim idempotency key", err)
 	}
 	return held, claimed, nil
 }
@@ -293,17 +305,21 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, k *airlock.IdempotencyKey
 // ReleaseIdempotencyKey deletes the tenant's key if it still names
 // sessionID; otherwise it does nothing.
 func (db *DB) ReleaseIdempotencyKey(ctx context.Context, tenantID, key, sessionID string) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	_, err := db.pool.Exec(ctx, `DELETE FROM idempotency_keys
 		WHERE tenant_id = $1 AND key = $2 AND session_id = $3`, tenantID, key, sessionID)
-	return wrap("release idempotency key", err)
+	return wrap(ctx, "release idempotency key", err)
 }
 
 // DeleteExpiredIdempotencyKeys deletes every key that expired at or
 // before now and returns how many.
 func (db *DB) DeleteExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= $1`, nanos(now))
 	if err != nil {
-		return 0, wrap("delete expired idempotency keys", err)
+		return 0, wrap(ctx, "delete expired idempotency keys", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -14,6 +14,8 @@ import (
 // CreateTenant stores t. An empty ID gets a new ULID and a zero CreatedAt the
 // clock's time; both are written back to t. A taken name is ECONFLICT.
 func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	if strings.TrimSpace(t.Name) == "" {
 		return airlock.Errorf(airlock.EINVALID, "tenant name is required")
 	}
@@ -32,7 +34,7 @@ func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
 	case isUnique(err):
 		return airlock.Errorf(airlock.ECONFLICT, "tenant id %q exists", id)
 	case err != nil:
-		return wrap("create tenant", err)
+		return wrap(ctx, "create tenant", err)
 	}
 	t.ID, t.CreatedAt = id, created
 	return nil
@@ -58,55 +60,65 @@ func (db *DB) queryTenant(ctx context.Context, what, query string, args ...any) 
 		return nil, fmt.Errorf("%s: %w", what, airlock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, wrap("get tenant", err)
+		return nil, wrap(ctx, "get tenant", err)
 	}
 	return t, nil
 }
 
 // TenantByName returns the tenant with the name, or ErrNotFound.
 func (db *DB) TenantByName(ctx context.Context, name string) (*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	return db.queryTenant(ctx, fmt.Sprintf("tenant %q", name),
 		`SELECT `+tenantColumns+` FROM tenants t WHERE t.name = $1`, name)
 }
 
 // TenantByID returns the tenant with the ID, or ErrNotFound.
 func (db *DB) TenantByID(ctx context.Context, id string) (*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	return db.queryTenant(ctx, fmt.Sprintf("tenant %s", id),
 		`SELECT `+tenantColumns+` FROM tenants t WHERE t.id = $1`, id)
 }
 
 // ListTenants returns every tenant, oldest first.
 func (db *DB) ListTenants(ctx context.Context) ([]*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	rows, err := db.pool.Query(ctx,
 		`SELECT `+tenantColumns+` FROM tenants t ORDER BY t.created_at, t.id`)
 	if err != nil {
-		return nil, wrap("list tenants", err)
+		return nil, wrap(ctx, "list tenants", err)
 	}
 	defer rows.Close()
 	var ts []*airlock.Tenant
 	for rows.Next() {
 		t, err := scanTenant(rows)
 		if err != nil {
-			return nil, wrap("list tenants", err)
+			return nil, wrap(ctx, "list tenants", err)
 		}
 		ts = append(ts, t)
 	}
-	return ts, wrap("list tenants", rows.Err())
+	return ts, wrap(ctx, "list tenants", rows.Err())
 }
 
 // CountTenants returns how many tenants there are.
 func (db *DB) CountTenants(ctx context.Context) (int, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
 	var n int
 	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM tenants`).Scan(&n)
-	return n, wrap("count tenants", err)
+	return n, wrap(ctx, "count tenants", err)
 }
 
 // SetTenantFirstParty marks the tenant first-party or not; ErrNotFound if
 // there is no such tenant.
 func (db *DB) SetTenantFirstParty(ctx context.Context, tenantID string, firstParty bool) error {
+	ctx, done := db.bound(ctx)
+	defer done()
 	tag, err := db.pool.Exec(ctx, `UPDATE tenants SET first_party = $1 WHERE id = $2`, firstParty, tenantID)
 	if err != nil {
-		return wrap("set tenant first-party", err)
+		return wrap(ctx, "set tenant first-party", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return tenantNotFound(tenantID)
