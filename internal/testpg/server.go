@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
 // BinDirEnv names a directory holding initdb and postgres, used before
@@ -166,14 +168,81 @@ func (s *Server) launch(ctx context.Context) error {
 }
 
 // Kill ends every process of the server at once with SIGKILL, as a
-// crash would, keeping its directory for Restart.
+// crash would, keeping its directory for Restart. PostgreSQL's children
+// each run in a session of their own, so they are found by their parent:
+// the postmaster is stopped first (it forks no more), then it and its
+// children are killed, and Kill returns once none of them is left.
 func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.exited // the backends are in the postmaster's process group: killed too
+	pm := s.cmd.Process.Pid
+	syscall.Kill(pm, syscall.SIGSTOP)
+	kids := children(pm)
+	for _, pid := range kids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	syscall.Kill(-pm, syscall.SIGKILL)
+	syscall.Kill(pm, syscall.SIGKILL)
+	<-s.exited
 	s.cmd = nil
+	testreq.Poll(30*time.Second, func() bool {
+		for _, pid := range kids {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// children returns the processes whose parent is pid.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(n); ok && st.ppid == pid {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+
+type stat struct {
+	state byte
+	ppid  int
+}
+
+// procStat reads the state and parent of a process from /proc.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return stat{}, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return stat{}, false
+	}
+	return stat{state: f[0][0], ppid: ppid}, true
 }
 
 // Restart starts the server again on its cluster after Kill (it runs

@@ -104,3 +104,44 @@ func TestNewDatabaseURL(t *testing.T) {
 		t.Fatalf("current_database %q, %v", db, err)
 	}
 }
+
+// Kill leaves no process of the server (its children run in sessions of
+// their own), and Restart brings it back with what was committed.
+func TestKillRestart(t *testing.T) {
+	if _, err := testpg.BinDir(); err != nil {
+		testreq.Skip(t, err.Error())
+	}
+	ctx := context.Background()
+	srv, err := testpg.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)`); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		srv.Kill()
+		if c2, err := pgx.Connect(ctx, srv.DSN("postgres")); err == nil {
+			c2.Close(ctx)
+			t.Fatalf("round %d: a killed server accepted a connection", round)
+		}
+		if err := srv.Restart(ctx); err != nil {
+			t.Fatalf("round %d: restart after kill: %v", round, err)
+		}
+		c2, err := pgx.Connect(ctx, srv.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = c2.QueryRow(ctx, `SELECT n FROM kept`).Scan(&n)
+		c2.Close(ctx)
+		if err != nil || n != 42 {
+			t.Fatalf("round %d: after restart: %d %v", round, n, err)
+		}
+	}
+}
