@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
@@ -350,6 +351,32 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 	return err
 }
 
+// removeSharedMemory removes the System V shared memory segment a
+// killed server left (a clean stop removes its own): postmaster.pid's
+// seventh line holds its key and ID.
+func (s *Server) removeSharedMemory() error {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return nil // stopped cleanly, or never started
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 7 {
+		return nil
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return nil
+	}
+	id, err := strconv.Atoi(f[1])
+	if err != nil {
+		return nil
+	}
+	if _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EIDRM) {
+		return fmt.Errorf("testpg: remove the killed server's shared memory %d: %w", id, err)
+	}
+	return nil
+}
+
 // Stop ends the server (fast shutdown; SIGKILL to its process group
 // after 30 s) and removes its directory. It is safe to call twice.
 func (s *Server) Stop() error {
@@ -365,10 +392,8 @@ func (s *Server) Stop() error {
 		}
 		s.cmd = nil
 	}
-	if s.dir != "" && !strings.HasPrefix(s.dir, "/") {
-		return errors.Join(append(errs, fmt.Errorf("testpg: refusing to remove relative dir %q", s.dir))...)
-	}
 	if s.dir != "" {
+		errs = append(errs, s.removeSharedMemory())
 		errs = append(errs, os.RemoveAll(s.dir))
 		s.dir = ""
 	}

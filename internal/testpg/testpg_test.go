@@ -2,11 +2,15 @@ package testpg_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
@@ -143,5 +147,23 @@ func TestKillRestart(t *testing.T) {
 		if err != nil || n != 42 {
 			t.Fatalf("round %d: after restart: %d %v", round, n, err)
 		}
+	}
+	// Killed and stopped without a restart: nothing left, not even the
+	// shared memory a killed server leaves.
+	pid, err := os.ReadFile(filepath.Join(srv.Dir(), "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(pid), "\n")
+	if len(lines) < 7 || len(strings.Fields(lines[6])) != 2 {
+		t.Fatalf("postmaster.pid without a shared memory line:\n%s", pid)
+	}
+	shmid, _ := strconv.Atoi(strings.Fields(lines[6])[1])
+	srv.Kill()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &unix.SysvShmDesc{}); !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EIDRM) {
+		t.Errorf("shared memory %d of the killed server is left: %v", shmid, err)
 	}
 }
