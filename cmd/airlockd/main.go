@@ -1,6 +1,7 @@
 // Command airlockd is the Airlock server: the HTTP API, the execution
 // manager and the gVisor backend of one node, on embedded defaults
-// (SQLite and local directories under --state-dir). It runs as root.
+// (SQLite and local directories under --state-dir; --store puts the
+// metadata in PostgreSQL instead). It runs as root.
 package main
 
 import (
@@ -33,7 +34,6 @@ import (
 	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/watch"
 )
 
@@ -76,6 +76,7 @@ type options struct {
 	keep           keepOptions
 	blobs          blobOptions
 	trace          traceOptions
+	store          storeOptions
 }
 
 func main() {
@@ -112,8 +113,13 @@ func main() {
 	o.keep.register(flag.CommandLine)
 	o.blobs.register(flag.CommandLine)
 	o.trace.register(flag.CommandLine)
+	o.store.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
+	if err := o.store.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
@@ -161,7 +167,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db")})
+	store, err := o.store.open(ctx, o.stateDir, logger)
 	if err != nil {
 		return err
 	}
@@ -226,7 +232,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if monitor != nil {
 		defer monitor.Close()
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, egressStoreOf(monitor, store), quotas, secrets, logger)
+	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, logger)
 	if err != nil {
 		return err
 	}
