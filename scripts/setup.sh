@@ -13,6 +13,13 @@ STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
 # inside its own chroot.
 RUNSC_VERSION="v0.0.0-20260905035102-160fafc42237"
 RUNSC_STAMP=/usr/local/lib/airlock/runsc.version
+# SeaweedFS, the S3-compatible server the object-storage tests run
+# against (s3blobs, e2e): a pseudo-version of github.com/seaweedfs/seaweedfs,
+# built from its module (its go.mod has a replace directive, so go install
+# MOD@VERSION refuses it). Tests only; airlockd does not need it.
+WEED_VERSION="v0.0.0-20261109003541-7506e5f91cd6"
+WEED_BIN=/usr/local/lib/airlock/bin/weed
+WEED_STAMP=/usr/local/lib/airlock/weed.version
 
 step() { printf '\n==> %s\n' "$*"; }
 t0=$SECONDS
@@ -85,15 +92,62 @@ else
 	echo "setup: going on: airlockd does not need Node" >&2
 fi
 
-step "runsc (gVisor) ${RUNSC_VERSION}"
-if command -v runsc >/dev/null && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_VERSION" ]; then
+step "PostgreSQL server (the PostgreSQL store: its tests, and a fleet's shared records)"
+# The tests start throwaway servers of their own (internal/testpg: initdb
+# in a temporary directory, a unix socket there, as the postgres user);
+# they never use the cluster Debian's package creates and starts.
+pg_initdb() {
+	ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1
+}
+if [ -n "$(pg_initdb)" ] && [ -x "$(dirname "$(pg_initdb)")/postgres" ]; then
+	echo "present: $(dirname "$(pg_initdb)")"
+else
+	echo "installing: postgresql"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends postgresql
+	if [ -z "$(pg_initdb)" ]; then
+		echo "setup: installed postgresql but found no /usr/lib/postgresql/*/bin/initdb" >&2
+		exit 1
+	fi
+	echo "installed: $(dirname "$(pg_initdb)")"
+fi
+id postgres >/dev/null 2>&1 || { echo "setup: the postgresql package made no postgres user" >&2; exit 1; }
+
+step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters"
+# gVisor's own build precompiles the seccomp-bpf programs runsc installs
+# in every sandbox and gofer; `go install` of its Go branch leaves that
+# out, and runsc then compiles them at every sandbox start (about a sixth
+# of a start's CPU, see BENCHMARKS.md). We build from a copy of the
+# module with the programs generated into it (scripts/runsc-seccomp).
+RUNSC_BUILD="${RUNSC_VERSION} seccomp-precompiled-1"
+if command -v runsc >/dev/null && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
 	echo "present: $(command -v runsc)"
 else
-	echo "building runsc with go install (about a minute)..."
-	if CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"; then
+	build_runsc() {
+		local mod src
+		mod="$(go mod download -json "gvisor.dev/gvisor@${RUNSC_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		[ -d "$mod" ] || return 1
+		src="$(mktemp -d /tmp/airlock-runsc-XXXXXX)"
+		local ok=0
+		cp -r "$mod/." "$src" && chmod -R u+w "$src" &&
+			cp "$REPO/scripts/runsc-seccomp/gen.go" "$src/airlock_seccomp_gen.go" &&
+			echo "generating the seccomp programs (a few minutes, once per machine)..." &&
+			(cd "$src" && CGO_ENABLED=0 go run airlock_seccomp_gen.go) &&
+			echo "building runsc..." &&
+			(cd "$src" && CGO_ENABLED=0 go build -o /usr/local/bin/runsc.new ./runsc) &&
+			mv /usr/local/bin/runsc.new /usr/local/bin/runsc && ok=1
+		rm -rf "$src" /usr/local/bin/runsc.new
+		[ "$ok" = 1 ]
+	}
+	if build_runsc; then
+		mkdir -p "$(dirname "$RUNSC_STAMP")"
+		echo "$RUNSC_BUILD" >"$RUNSC_STAMP"
+		echo "installed /usr/local/bin/runsc"
+	elif CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"; then
+		echo "WARNING: the precompiled build failed; installed runsc without precompiled filters (slower starts)" >&2
 		mkdir -p "$(dirname "$RUNSC_STAMP")"
 		echo "$RUNSC_VERSION" >"$RUNSC_STAMP"
-		echo "installed /usr/local/bin/runsc"
 	else
 		echo "WARNING: building runsc failed; falling back to Debian's runsc package," >&2
 		echo "WARNING: which is older and may lack the systrap platform." >&2
@@ -102,6 +156,33 @@ else
 		apt-get install -y -q runsc
 		mkdir -p "$(dirname "$RUNSC_STAMP")"
 		echo "debian-package" >"$RUNSC_STAMP"
+	fi
+fi
+
+if [ "${AIRLOCK_SETUP_TESTS:-}" = 1 ]; then
+	step "SeaweedFS ${WEED_VERSION} (the S3 server of the object-storage tests)"
+	if [ -x "$WEED_BIN" ] && [ -f "$WEED_STAMP" ] && [ "$(cat "$WEED_STAMP")" = "$WEED_VERSION" ]; then
+		echo "present: $WEED_BIN"
+	else
+		echo "building weed from the module (a large program: several minutes, up to 20 on two busy cores)..."
+		weed_dir="$(cd / && go mod download -json "github.com/seaweedfs/seaweedfs@${WEED_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		if [ -z "$weed_dir" ] || [ ! -f "$weed_dir/go.mod" ]; then
+			echo "setup: could not download github.com/seaweedfs/seaweedfs@${WEED_VERSION}" >&2
+			exit 1
+		fi
+		mkdir -p "$(dirname "$WEED_BIN")"
+		# go build -v names each package it compiles: show a count now
+		# and then, so a long build is seen to go on.
+		rm -f "$WEED_BIN.tmp"
+		if ! (cd "$weed_dir" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -v -o "$WEED_BIN.tmp" ./weed 2>&1) |
+			awk '/^go: downloading/ {next} {n++} n % 100 == 0 {printf "  ... %d packages\n", n; fflush()} /^(#|.*\.go:[0-9]+)/ {print}' ||
+			[ ! -x "$WEED_BIN.tmp" ]; then
+			echo "setup: building weed failed" >&2
+			exit 1
+		fi
+		mv "$WEED_BIN.tmp" "$WEED_BIN"
+		echo "$WEED_VERSION" >"$WEED_STAMP"
+		echo "installed $WEED_BIN ($("$WEED_BIN" version 2>/dev/null | head -1))"
 	fi
 fi
 

@@ -1,6 +1,7 @@
 // Command airlockd is the Airlock server: the HTTP API, the execution
 // manager and the gVisor backend of one node, on embedded defaults
-// (SQLite and local directories under --state-dir). It runs as root.
+// (SQLite and local directories under --state-dir; --store puts the
+// metadata in PostgreSQL instead). It runs as root.
 package main
 
 import (
@@ -23,17 +24,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/e2b"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/watch"
 )
 
@@ -74,6 +74,9 @@ type options struct {
 	quotas         quotaOptions
 	abuse          abuseOptions
 	keep           keepOptions
+	blobs          blobOptions
+	trace          traceOptions
+	store          storeOptions
 }
 
 func main() {
@@ -108,8 +111,15 @@ func main() {
 	o.quotas.register(flag.CommandLine)
 	o.abuse.register(flag.CommandLine)
 	o.keep.register(flag.CommandLine)
+	o.blobs.register(flag.CommandLine)
+	o.trace.register(flag.CommandLine)
+	o.store.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
+	if err := o.store.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
@@ -119,7 +129,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "airlockd: bad --log-level: %v\n", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Records logged with a request's context carry its trace_id and span_id.
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -156,15 +167,21 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db")})
+	store, err := o.store.open(ctx, o.stateDir, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(o.stateDir, "blobs")})
+	stopTracing, err := o.trace.setup(ctx, logger)
 	if err != nil {
 		return err
 	}
+	defer stopTracing()
+	blobs, err := o.blobs.open(ctx, o.stateDir, logger)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
 	images, err := image.NewStore(image.StoreConfig{StateDir: o.stateDir, AgentPath: o.agentPath})
 	if err != nil {
 		return err
@@ -207,6 +224,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}()
 	secrets := hostSecrets(o.stateDir, o.api.metricsKey)
+	o.blobs.addSecrets(secrets)
 	monitor, err := startAbuse(o.abuse, store, registry, logger)
 	if err != nil {
 		return err
@@ -214,7 +232,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if monitor != nil {
 		defer monitor.Close()
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, egressStoreOf(monitor, store), quotas, secrets, logger)
+	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, logger)
 	if err != nil {
 		return err
 	}
@@ -322,7 +340,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
-	signingKey, err := loadOrCreateKey(filepath.Join(o.stateDir, "signing.key"))
+	signingKey, err := o.blobs.signingKey(o.stateDir)
 	if err != nil {
 		return err
 	}
@@ -378,7 +396,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           tracing.Middleware(handler), // the receive span of every request
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      o.maxTimeout + 2*time.Minute,
