@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/airlockhq/airlock"
 )
 
 // EndNodeLost is the end reason of a session whose node was lost.
-const EndNodeLost = "node_lost"
+const EndNodeLost = airlock.EndNodeLost
 
 // startReaper campaigns, under the node's etcd session, to be the one
 // node that marks lost nodes' sessions; the campaign ends with the

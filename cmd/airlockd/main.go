@@ -74,6 +74,7 @@ type options struct {
 	quotas         quotaOptions
 	abuse          abuseOptions
 	keep           keepOptions
+	fleet          fleetOptions
 }
 
 func main() {
@@ -108,8 +109,13 @@ func main() {
 	o.quotas.register(flag.CommandLine)
 	o.abuse.register(flag.CommandLine)
 	o.keep.register(flag.CommandLine)
+	o.fleet.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
+	if err := o.fleet.resolve(o.listen); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
@@ -156,7 +162,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db")})
+	nodeID := "" // a single node's records name no node, as before fleets
+	if o.fleet.enabled() {
+		nodeID = o.fleet.nodeID
+	}
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db"), NodeID: nodeID})
 	if err != nil {
 		return err
 	}
@@ -280,6 +290,22 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// In a fleet, join first: a restart within the lease TTL takes its
+	// lease back, so the sessions recovered below are still this node's.
+	fl, etcdClient, err := startFleet(ctx, o.fleet, o.sessions.sizes, limits, o.sessions.max, o.maxConcurrent, o.stateDir, sessions, prov, store, logger)
+	if err != nil {
+		return err
+	}
+	if fl != nil {
+		defer etcdClient.Close()
+		defer func() { // after the sessions stopped (deferred later, so run earlier)
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := fl.Close(cctx, !o.keepSessions); err != nil {
+				logger.Error("leaving the fleet", "err", err)
+			}
+		}()
+	}
 	// At start, in this order: take back the sessions an earlier run left
 	// (their sandboxes kept running), end every other sandbox and network
 	// it left, record its one-shot runs as failed, then ready the pool.
@@ -376,6 +402,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		if o.e2b.enabled {
 			handler = e2bSrv.Wrap(handler)
 		}
+	}
+	if fl != nil {
+		// Any node takes any request: new runs and sessions are placed,
+		// a session's requests go to its node.
+		handler = fl.Handler(handler)
 	}
 	srv := &http.Server{
 		Handler:           handler,
