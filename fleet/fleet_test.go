@@ -132,7 +132,7 @@ type opts struct {
 	tiers     []string
 }
 
-func startNode(t *testing.T, c *etcdtest.Cluster, st *store, id string, o opts) *node {
+func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) *node {
 	t.Helper()
 	n := &node{id: id, local: &local{node: id, st: st, held: map[string]bool{}}}
 	var h http.Handler
@@ -223,7 +223,7 @@ var acks = make(chan struct{}, 1)
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }
 
-func fleetOf(t *testing.T, n int, o opts) (*etcdtest.Cluster, *store, []*node) {
+func fleetOf(t testing.TB, n int, o opts) (*etcdtest.Cluster, *store, []*node) {
 	c := etcdtest.Start(t, 3)
 	st := newStore()
 	var nodes []*node

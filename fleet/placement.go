@@ -39,6 +39,15 @@ func score(n Node, used Capacity, kind Kind, image string) float64 {
 	return s
 }
 
+// Place is place for callers outside the HTTP front (benchmarks, tools):
+// it reserves req's demand on a node and returns both; Release frees it.
+func (f *Fleet) Place(ctx context.Context, req Request) (*Reservation, Node, error) {
+	return f.placeRetry(ctx, req, nil)
+}
+
+// Release frees a reservation Place made.
+func (f *Fleet) Release(ctx context.Context, r *Reservation) { f.release(ctx, r) }
+
 // place chooses a node for req and reserves its demand there: best of K
 // live nodes sampled at random among those offering the tier, by score;
 // when the sampled ones are full, the rest in score order, so a request
