@@ -591,3 +591,25 @@ func TestEtcdLeaderLoss(t *testing.T) {
 		t.Fatalf("%d requests failed across the leader loss: %v", bad.Load(), codes)
 	}
 }
+
+// TestAdopt: sessions a node holds with no mapping (taken back at a
+// restart after its old lease expired) are mapped to it.
+func TestAdopt(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	st := newStore()
+	a := startNode(t, c, st, "a", opts{})
+	b := startNode(t, c, st, "b", opts{})
+	a.local.mu.Lock()
+	a.local.held["kept"] = true
+	a.local.mu.Unlock()
+	if err := a.f.Adopt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testreq.Eventually(t, 5*time.Second, "b routes the adopted session to a", func() bool {
+		owner, ok := b.f.Owner(context.Background(), "kept")
+		return ok && owner == "a"
+	})
+	testreq.Eventually(t, 5*time.Second, "one reservation on a for the adopted session", func() bool {
+		return len(b.f.Reservations("a")) == 1
+	})
+}

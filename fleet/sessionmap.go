@@ -131,3 +131,31 @@ func (f *Fleet) pending(id string) bool {
 	defer f.mu.Unlock()
 	return f.inflight[id]
 }
+
+// Adopt maps to this node every session it holds that has no mapping:
+// those it took back at a restart after its old lease had expired with
+// no reaper to mark them lost (the whole fleet was down). Call it once,
+// after the node recovered its sessions and before it serves.
+func (f *Fleet) Adopt(ctx context.Context) error {
+	held, err := f.cfg.Local.Held(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, id := range held {
+		if v, ok := f.sessions.get(f.cfg.sessionKey(id)); ok {
+			var b binding
+			if json.Unmarshal(v, &b) == nil && b.Node == f.cfg.NodeID {
+				continue
+			}
+		}
+		if err := f.bind(ctx, id, f.selfReserve(ctx, KindSession)); err != nil {
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		f.log.Info("fleet: mapped the sessions taken back at start", "sessions", n)
+	}
+	return nil
+}

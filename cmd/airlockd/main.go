@@ -312,6 +312,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := recoverSessions(ctx, sessions, logger); err != nil {
 		return err
 	}
+	if fl != nil {
+		if err := fl.Adopt(ctx); err != nil {
+			return fmt.Errorf("fleet: mapping the recovered sessions: %w", err)
+		}
+	}
 	if _, err := prov.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
