@@ -51,22 +51,23 @@ type fleetNode struct {
 
 func (n *fleetNode) url() string { return "http://" + n.addr }
 
-// TestFleet runs three airlockd nodes on one PostgreSQL database and one
-// three-member etcd cluster, all on loopback, and checks the fleet end
-// to end: runs sent to any node execute and are read from every node;
-// sessions made through all nodes at once land within every node's
-// declared capacity; the etcd leader stopped during a stream of requests
-// loses none of them; a node killed with SIGKILL has its sessions marked
-// lost within the lease TTL and a margin, new sessions go elsewhere, and
-// when it starts again it removes their sandboxes; a node cut off from
-// etcd past its TTL destroys its sessions' sandboxes and joins again
-// when etcd is back.
-//
-// etcd runs inside the test process (the embed package): the test
-// chooses its ports and data directories, knows which member leads, and
-// stops a member at once; each node reaches it through a loopback proxy
-// of the test's so that one node alone can be cut off from it.
-func TestFleet(t *testing.T) {
+// testFleet is three airlockd nodes on one PostgreSQL and one etcd.
+type testFleet struct {
+	t     *testing.T
+	nodes []*fleetNode
+	key   string
+	pg    *testpg.Server
+	etcd  *etcdtest.Cluster
+	ecli  *clientv3.Client
+	bin   string
+
+	mu      sync.Mutex
+	daemons []*daemon
+}
+
+// startTestFleet starts PostgreSQL, etcd and the nodes (extra flags
+// appended to each node's), and cleans all up when the test ends.
+func startTestFleet(t *testing.T, extra []string) *testFleet {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
@@ -87,13 +88,8 @@ func TestFleet(t *testing.T) {
 	if err := pg.CreateDatabase(ctx, "airlock"); err != nil {
 		t.Fatal(err)
 	}
-	etcd := etcdtest.Start(t, 3)
-	ecli := etcd.Client(t)
-
-	var nodes []*fleetNode
-	var daemons []*daemon
-	var mu sync.Mutex
-	var bin string
+	tf := &testFleet{t: t, pg: pg, etcd: etcdtest.Start(t, 3)}
+	tf.ecli = tf.etcd.Client(t)
 	for i := 0; i < fleetNodes; i++ {
 		tmp, err := os.MkdirTemp("", fmt.Sprintf("airlock-fleet-n%d-", i))
 		if err != nil {
@@ -101,62 +97,89 @@ func TestFleet(t *testing.T) {
 		}
 		n := &fleetNode{id: fmt.Sprintf("n%d", i), tmp: tmp, parent: "airlock-fleet-" + testenv.RandomID(), addr: freeLoopback(t)}
 		t.Cleanup(func() {
-			mu.Lock()
-			defer mu.Unlock()
-			crashCleanup(t, n.tmp, n.parent, daemons)
+			tf.mu.Lock()
+			defer tf.mu.Unlock()
+			crashCleanup(t, n.tmp, n.parent, tf.daemons)
 		})
-		if bin == "" {
-			bin = buildAirlockd(t, tmp)
+		if tf.bin == "" {
+			tf.bin = buildAirlockd(t, tmp)
 		}
 		shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-		n.cut = newCutProxies(t, etcd.Endpoints())
-		n.args = []string{"--listen", n.addr, "--state-dir", tmp, "--agent", agent, "--cgroup-parent", n.parent,
+		n.cut = newCutProxies(t, tf.etcd.Endpoints())
+		n.args = append([]string{"--listen", n.addr, "--state-dir", tmp, "--agent", agent, "--cgroup-parent", n.parent,
 			"--store", pg.URL("airlock"), "--no-egress", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
 			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
 			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
-			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false"}
-		nodes = append(nodes, n)
+			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false"}, extra...)
+		tf.nodes = append(tf.nodes, n)
 	}
-	start := func(n *fleetNode) {
-		t.Helper()
-		d := startDaemon(t, bin, n.args)
-		mu.Lock()
-		daemons = append(daemons, d)
-		mu.Unlock()
-		n.d = d
+	for _, n := range tf.nodes { // one after another: the first makes tenant default
+		tf.start(n)
 	}
-	for _, n := range nodes { // one after another: the first makes tenant default
-		start(n)
-	}
-	keyBytes, err := os.ReadFile(filepath.Join(nodes[0].tmp, "default.key"))
+	keyBytes, err := os.ReadFile(filepath.Join(tf.nodes[0].tmp, "default.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := strings.TrimSpace(string(keyBytes))
-	members := func() map[string]fleet.Node {
-		resp, err := ecli.Get(ctx, fleet.DefaultPrefix+"nodes/", clientv3.WithPrefix())
-		out := map[string]fleet.Node{}
-		if err != nil {
-			return out
-		}
-		for _, kv := range resp.Kvs {
-			var n fleet.Node
-			if json.Unmarshal(kv.Value, &n) == nil {
-				out[n.ID] = n
-			}
-		}
+	tf.key = strings.TrimSpace(string(keyBytes))
+	testreq.Eventually(t, 20*time.Second, "three members in etcd", func() bool { return len(tf.members()) == fleetNodes })
+	return tf
+}
+
+func (tf *testFleet) start(n *fleetNode) {
+	tf.t.Helper()
+	d := startDaemon(tf.t, tf.bin, n.args)
+	tf.mu.Lock()
+	tf.daemons = append(tf.daemons, d)
+	tf.mu.Unlock()
+	n.d = d
+}
+
+// members are the fleet's members as etcd has them.
+func (tf *testFleet) members() map[string]fleet.Node {
+	resp, err := tf.ecli.Get(context.Background(), fleet.DefaultPrefix+"nodes/", clientv3.WithPrefix())
+	out := map[string]fleet.Node{}
+	if err != nil {
 		return out
 	}
-	testreq.Eventually(t, 20*time.Second, "three members in etcd", func() bool { return len(members()) == fleetNodes })
-
-	call := func(n *fleetNode, method, path, body string) rawResponse {
-		t.Helper()
-		var r io.Reader
-		if body != "" {
-			r = strings.NewReader(body)
+	for _, kv := range resp.Kvs {
+		var n fleet.Node
+		if json.Unmarshal(kv.Value, &n) == nil {
+			out[n.ID] = n
 		}
-		return send(t, method, n.url()+path, key, r)
 	}
+	return out
+}
+
+// call sends one request to a node with tenant default's key.
+func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
+	tf.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	return send(tf.t, method, n.url()+path, tf.key, r)
+}
+
+// TestFleet runs three airlockd nodes on one PostgreSQL database and one
+// three-member etcd cluster, all on loopback, and checks the fleet end
+// to end: runs sent to any node execute and are read from every node;
+// sessions made through all nodes at once land within every node's
+// declared capacity; the etcd leader stopped during a stream of requests
+// loses none of them; a node killed with SIGKILL has its sessions marked
+// lost within the lease TTL and a margin, new sessions go elsewhere, and
+// when it starts again it removes their sandboxes; a node cut off from
+// etcd past its TTL destroys its sessions' sandboxes and joins again
+// when etcd is back.
+//
+// etcd runs inside the test process (the embed package): the test
+// chooses its ports and data directories, knows which member leads, and
+// stops a member at once; each node reaches it through a loopback proxy
+// of the test's so that one node alone can be cut off from it.
+func TestFleet(t *testing.T) {
+	tf := startTestFleet(t, nil)
+	ctx := context.Background()
+	nodes, pg, etcd := tf.nodes, tf.pg, tf.etcd
+	members, call, start := tf.members, tf.call, tf.start
 
 	// 1. Runs through every node: each executes (somewhere) and its
 	// record is read from every node.
@@ -518,4 +541,58 @@ func (p *cutProxies) close() {
 	for _, ln := range p.lns {
 		ln.Close()
 	}
+}
+
+// TestBenchFleetRuns measures sustained one-shot runs per minute (bash
+// echo, gVisor, cold start: no pool, no snapshots) with benchClients
+// clients for benchWindow: through a fleet of one node; through one node
+// of three (it places over all three and forwards); through all three.
+// All on this one machine, so the three nodes share its cores. For
+// BENCHMARKS.md; run with AIRLOCK_BENCH_FLEET=1.
+func TestBenchFleetRuns(t *testing.T) {
+	if os.Getenv("AIRLOCK_BENCH_FLEET") == "" {
+		t.Skip("set AIRLOCK_BENCH_FLEET=1 to measure (not a test)")
+	}
+	const benchClients, benchWindow = 6, 40 * time.Second
+	tf := startTestFleet(t, nil)
+	load := func(via []*fleetNode) (perMin float64, failed int64, spread map[string]int) {
+		var ok, bad atomic.Int64
+		var mu sync.Mutex
+		spread = map[string]int{}
+		deadline := time.Now().Add(benchWindow)
+		var wg sync.WaitGroup
+		for c := 0; c < benchClients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(deadline) && i < 10000; i++ {
+					resp := tf.call(via[(c+i)%len(via)], http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo bench"}`)
+					if resp.status != 200 {
+						bad.Add(1)
+						continue
+					}
+					ok.Add(1)
+					mu.Lock()
+					spread[resp.header.Get(fleet.HeaderNode)]++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(ok.Load()) / benchWindow.Minutes(), bad.Load(), spread
+	}
+	n0, rest := tf.nodes[0], tf.nodes[1:]
+	for _, n := range rest {
+		n.d.stop(t)
+	}
+	testreq.Eventually(t, 20*time.Second, "one member", func() bool { return len(tf.members()) == 1 })
+	one, bad1, s1 := load([]*fleetNode{n0})
+	for _, n := range rest {
+		tf.start(n)
+	}
+	testreq.Eventually(t, 20*time.Second, "three members", func() bool { return len(tf.members()) == 3 })
+	via1, bad2, s2 := load([]*fleetNode{n0})
+	all, bad3, s3 := load(tf.nodes)
+	t.Logf("runs/min with %d clients over %v: one-node fleet %.0f (failed %d, ran on %v); through one node of three %.0f (failed %d, ran on %v); through all three %.0f (failed %d, ran on %v)",
+		benchClients, benchWindow, one, bad1, s1, via1, bad2, s2, all, bad3, s3)
 }
