@@ -43,8 +43,9 @@ func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	var initial []string
+	addrs := freeAddrs(t, 2*n)
 	for i := 0; i < n; i++ {
-		m := &member{name: fmt.Sprintf("m%d", i), client: "http://" + freeAddr(t), peer: "http://" + freeAddr(t), dir: t.TempDir()}
+		m := &member{name: fmt.Sprintf("m%d", i), client: "http://" + addrs[2*i], peer: "http://" + addrs[2*i+1], dir: t.TempDir()}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
@@ -99,15 +100,20 @@ func (c *Cluster) start(m *member, state string) error {
 	return nil
 }
 
-// freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr(t testing.TB) string {
+// freeAddrs returns n distinct loopback addresses with ports nothing
+// listens on now (all held open together, so none is drawn twice).
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: %v", err)
+	var out []string
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return out
 }
 
 // Endpoints are the client URLs of every member, stopped ones included
