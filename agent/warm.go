@@ -94,6 +94,9 @@ func (s *core) startWarm(req *protocol.PrepareRequest) (*warmRuntime, error) {
 		return nil, err
 	}
 	env := append(append([]string{}, s.cfg.Env...), req.Env...)
+	if req.Checkpoint {
+		env = append(env, "AIRLOCK_WARM_TRIM=1")
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.cfg.Workspace
 	cmd.Env = env

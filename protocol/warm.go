@@ -19,6 +19,12 @@ type PrepareRequest struct {
 	Runtime string   `json:"runtime"`
 	Env     []string `json:"env,omitempty"`     // added to the agent's environment
 	Preload []string `json:"preload,omitempty"` // modules to import up front
+	// Checkpoint says the sandbox is checkpointed in this state: the
+	// runtime collects and trims its heap first, so the snapshot saves
+	// (and every restore loads) fewer pages. A runtime that serves a
+	// booted sandbox skips that work, which would cost every start CPU
+	// and save nothing.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // Validate checks a prepare request.

@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -70,6 +71,7 @@ type poolEntry struct {
 	filling   int
 	arrivals  []time.Time // within RateWindow, oldest first
 	replenish float64     // EWMA of seconds to ready a member
+	lastMiss  time.Time   // of the last request that found no member
 	// waiters are requests that missed and wait for the next member
 	// rather than make one of their own (see Provisioner.sandboxFor),
 	// oldest first.
@@ -127,6 +129,9 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 		e.members = e.members[1:]
 		p.memory -= got.memory
 	}
+	if got == nil {
+		e.lastMiss = now
+	}
 	size := len(e.members)
 	p.mu.Unlock()
 	p.poke()
@@ -155,13 +160,27 @@ func (p *pool) target(e *poolEntry, now time.Time) int {
 		i++
 	}
 	e.arrivals = e.arrivals[i:]
-	rate := float64(len(e.arrivals)) / p.cfg.RateWindow.Seconds()
+	rate := arrivalRate(e.arrivals, now, p.cfg.RateWindow)
 	replenish := e.replenish
 	if replenish == 0 {
 		replenish = 0.5 // until measured
 	}
 	n := int(math.Ceil(rate * replenish * p.cfg.Headroom))
 	return min(max(n, p.cfg.Min), p.cfg.Max)
+}
+
+// arrivalRate is the arrival rate per second of the arrivals (oldest
+// first, all within window of now): the higher of the rate over the
+// whole window and over its last sixth. The long window keeps the pool
+// through a lull; the short one follows a ramp at once, where an average
+// over the long window would lag behind demand for most of a window and
+// let requests miss while it catches up.
+func arrivalRate(arrivals []time.Time, now time.Time, window time.Duration) float64 {
+	long := float64(len(arrivals)) / window.Seconds()
+	short := window / 6
+	cut := now.Add(-short)
+	n := len(arrivals) - sort.Search(len(arrivals), func(i int) bool { return !arrivals[i].Before(cut) })
+	return max(long, float64(n)/short.Seconds())
 }
 
 // run keeps the pool filled until ctx ends, then destroys every member.
@@ -248,6 +267,26 @@ func (p *pool) wait(k warmKey) (ch chan airlock.Sandbox, cancel func() airlock.S
 	return ch, cancel, true
 }
 
+// behindFor is how long after a miss the pool counts as behind demand.
+const behindFor = 5 * time.Second
+
+// behind reports whether a member of e about to be readied should be
+// plain: the sandbox booted without its recipe's warm runtime, which its
+// request then starts itself (python3 as anywhere). It is, when requests
+// wait for e's members or one missed within behindFor, and e's runtime is
+// booted, not restored: a warm interpreter costs more CPU to start and
+// keep than the cold start it saves a request (about 80 ms against 40 ms
+// for the light Python here), which is worth it while the node has CPU
+// to spare and not while requests queue for it. Restored runtimes are
+// ready without that cost. Called with p.mu held.
+func (p *pool) behind(e *poolEntry, now time.Time) bool {
+	r := e.key.recipe
+	if r.Runtime == "" || r.Restore {
+		return false
+	}
+	return len(e.waiters) > 0 || (!e.lastMiss.IsZero() && now.Sub(e.lastMiss) < behindFor)
+}
+
 // fill readies one member of e, as one of the node's starts.
 func (p *pool) fill(ctx context.Context, e *poolEntry) {
 	defer p.p.bg.Done()
@@ -259,12 +298,18 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 		return
 	}
 	start := time.Now()
-	sb, source, err := p.p.ready(ctx, e.key, "pool-"+airlock.NewID()[:16])
+	p.mu.Lock()
+	plain := p.behind(e, start)
+	p.mu.Unlock()
+	sb, source, err := p.p.ready(ctx, e.key, "pool-"+airlock.NewID()[:16], plain)
 	took := time.Since(start).Seconds()
 	var mem int64
 	if err == nil {
 		if st, serr := sb.Stats(ctx); serr == nil {
 			mem = st.MemoryBytes
+		}
+		if plain {
+			source = "plain"
 		}
 		p.p.metrics.poolReady.WithLabelValues(e.key.img.Name, e.key.langLabel(), source).Observe(took)
 	}

@@ -81,8 +81,9 @@ func (p *Provisioner) restore(ctx context.Context, k warmKey, id string, labels 
 }
 
 // ready makes a pool member of k: restored from the snapshot, or booted
-// cold and readied by the recipe.
-func (p *Provisioner) ready(ctx context.Context, k warmKey, id string) (airlock.Sandbox, string, error) {
+// cold and readied by the recipe; plain, booted without the recipe's
+// runtime (see pool.behind).
+func (p *Provisioner) ready(ctx context.Context, k warmKey, id string, plain bool) (airlock.Sandbox, string, error) {
 	labels := map[string]string{"airlock.pool": k.name()}
 	if sb, err := p.restore(ctx, k, id, labels); err == nil && sb != nil {
 		return sb, airlock.StartRestore, nil
@@ -91,7 +92,10 @@ func (p *Provisioner) ready(ctx context.Context, k warmKey, id string) (airlock.
 	if err != nil {
 		return nil, "", err
 	}
-	if err := prepare(ctx, sb, k.recipe); err != nil {
+	if plain {
+		return sb, airlock.StartCold, nil
+	}
+	if err := prepare(ctx, sb, k.recipe, false); err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return nil, "", err
 	}

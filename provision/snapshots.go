@@ -178,7 +178,7 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 			return err
 		}
 	}
-	if err := prepare(ctx, sb, k.recipe); err != nil {
+	if err := prepare(ctx, sb, k.recipe, true); err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return err
 	}
@@ -241,12 +241,13 @@ func (s *snapshots) scan(ctx context.Context, k warmKey, dir string) error {
 }
 
 // prepare readies a fresh sandbox by its recipe: the runtime started and
-// its modules imported, waiting for code.
-func prepare(ctx context.Context, sb airlock.Sandbox, r Recipe) error {
+// its modules imported, waiting for code; checkpoint when the sandbox is
+// checkpointed next (a base snapshot).
+func prepare(ctx context.Context, sb airlock.Sandbox, r Recipe, checkpoint bool) error {
 	if r.Runtime == "" {
 		return nil
 	}
-	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: ProgramEnv}); err != nil {
+	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: ProgramEnv, Checkpoint: checkpoint}); err != nil {
 		return fmt.Errorf("prepare %s runtime: %w", r.Runtime, err)
 	}
 	return nil
