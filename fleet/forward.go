@@ -171,7 +171,7 @@ func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]boo
 		res, n, err := f.place(pctx, req, skip)
 		cancel()
 		var e *airlock.Error
-		if err == nil || !errors.As(err, &e) || e.Type != "fleet-unavailable" || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || !errors.As(err, &e) || (e.Type != problemEtcd && e.Type != problemBusy) || time.Now().After(deadline) || ctx.Err() != nil {
 			return res, n, err
 		}
 		select {

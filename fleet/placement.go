@@ -14,6 +14,8 @@ import (
 const (
 	ProblemNoNode = "fleet-no-node" // no live node offers what the request asks
 	ProblemFull   = "fleet-full"    // every node that offers it is full
+	problemBusy   = "fleet-busy"    // placements kept racing; placeRetry tries again
+	problemEtcd   = "fleet-unavailable"
 )
 
 // score ranks a node for a request: the free share of its memory and of
@@ -93,7 +95,7 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 			last = err
 			continue
 		default:
-			return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, "fleet-unavailable",
+			return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, problemEtcd,
 				"the fleet's coordination store did not answer: %v", err).RetryLater(time.Second)
 		}
 	}
@@ -101,5 +103,6 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 		return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, ProblemFull,
 			"every node of the fleet that offers isolation %q is full", req.Isolation).RetryLater(5 * time.Second)
 	}
-	return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, ProblemFull, "no node could take the request now (%v)", last).RetryLater(time.Second)
+	// Contention or nodes leaving: worth another round (placeRetry).
+	return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, problemBusy, "no node could take the request now (%v)", last).RetryLater(time.Second)
 }

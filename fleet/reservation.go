@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	mrand "math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,7 +34,7 @@ var (
 
 // maxReserveTries bounds the reads and transactions of one reservation
 // when other placers keep reserving on the same node.
-const maxReserveTries = 16
+const maxReserveTries = 32
 
 func newID() string {
 	var b [12]byte
@@ -118,7 +119,13 @@ func (f *Fleet) reserve(ctx context.Context, n Node, kind Kind, d Demand) (*Rese
 		if gr := txn.Responses[0].GetResponseRange(); gr == nil || len(gr.Kvs) == 0 || gr.Kvs[0].Lease != n.Lease {
 			return nil, errNodeGone
 		}
-		// Another reservation of the node came in between: read again.
+		// Another reservation of the node came in between: read again,
+		// after a short random pause so that racing placers spread out.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(mrand.Int64N(int64(time.Millisecond) * int64(try+1)))):
+		}
 	}
 	return nil, errContended
 }
