@@ -187,7 +187,7 @@ func TestFleet(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo fleet-run"}`)
 		var e struct {
-			ID     string `json:"id"`
+			ID     string `json:"execution_id"`
 			Stdout string `json:"stdout"`
 		}
 		json.Unmarshal(resp.body, &e)
@@ -220,7 +220,9 @@ func TestFleet(t *testing.T) {
 			resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/sessions", `{"image":"base","size":"small","timeout_s":900}`)
 			switch resp.status {
 			case http.StatusCreated:
-				var s struct{ ID string }
+				var s struct {
+					ID string `json:"session_id"`
+				}
 				json.Unmarshal(resp.body, &s)
 				smu.Lock()
 				sessions = append(sessions, made{s.ID, resp.header.Get(fleet.HeaderNode)})

@@ -179,7 +179,7 @@ func (n *node) api() http.Handler {
 		n.local.held[id] = true
 		n.local.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(map[string]string{"id": id})
+		json.NewEncoder(w).Encode(map[string]string{"session_id": id})
 	})
 	mux.HandleFunc("POST /v1/execute", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -307,7 +307,9 @@ func TestForward(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	var s struct{ ID string }
+	var s struct {
+		ID string `json:"session_id"`
+	}
 	json.Unmarshal(b, &s)
 	owner := resp.Header.Get(fleet.HeaderNode)
 	if !strings.HasPrefix(s.ID, owner+"-") {
@@ -418,7 +420,9 @@ func TestLostNode(t *testing.T) {
 	var ids []string
 	for i := 0; i < 9; i++ {
 		_, b := post(t, nodes[i%3].srv.URL+"/v1/sessions", `{}`)
-		var s struct{ ID string }
+		var s struct {
+			ID string `json:"session_id"`
+		}
 		json.Unmarshal(b, &s)
 		ids = append(ids, s.ID)
 	}
@@ -485,7 +489,9 @@ func TestLeaseLost(t *testing.T) {
 	var mine []string
 	for len(mine) < 2 {
 		resp, b := post(t, nodes[0].srv.URL+"/v1/sessions", `{}`)
-		var s struct{ ID string }
+		var s struct {
+			ID string `json:"session_id"`
+		}
 		json.Unmarshal(b, &s)
 		if resp.Header.Get(fleet.HeaderNode) == "n1" {
 			mine = append(mine, s.ID)

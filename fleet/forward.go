@@ -282,14 +282,15 @@ func (f *Fleet) dropLocal(ctx context.Context, sid string) {
 	}
 }
 
-// createdIDs returns the session IDs an answer made: a session ("id"),
-// an E2B sandbox ("sandboxID") or a fork ("sessions": [{"id"}]).
+// createdIDs returns the session IDs an answer made: a session
+// ("session_id"), an E2B sandbox ("sandboxID") or a fork ("sessions":
+// [{"session_id"}]).
 func createdIDs(body []byte) []string {
 	var v struct {
-		ID        string `json:"id"`
+		ID        string `json:"session_id"`
 		SandboxID string `json:"sandboxID"`
 		Sessions  []struct {
-			ID string `json:"id"`
+			ID string `json:"session_id"`
 		} `json:"sessions"`
 	}
 	if json.Unmarshal(body, &v) != nil {
