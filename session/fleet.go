@@ -7,18 +7,29 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// Held lists the sessions this node has by its own records: live,
-// paused or being destroyed (the store's LiveSessions, which is this
-// node's alone).
+// Held lists the sessions this node has: those it holds a sandbox for
+// now, and those its own records say are live, paused or being
+// destroyed (the store's LiveSessions, which is this node's alone). A
+// session the fleet already recorded lost is still held while its
+// sandbox is here.
 func (m *Manager) Held(ctx context.Context) ([]string, error) {
 	recs, err := m.cfg.Sessions.LiveSessions(ctx)
 	if err != nil {
 		return nil, err
 	}
+	seen := map[string]bool{}
 	ids := make([]string, 0, len(recs))
 	for _, s := range recs {
+		seen[s.ID] = true
 		ids = append(ids, s.ID)
 	}
+	m.mu.Lock()
+	for id := range m.live {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
 	return ids, nil
 }
 

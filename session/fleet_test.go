@@ -41,6 +41,29 @@ func TestAbandon(t *testing.T) {
 	if held, _ := s.mgr.Held(ctx); len(held) != 1 || held[0] != kept.ID {
 		t.Errorf("held after abandoning one: %v, want [%s]", held, kept.ID)
 	}
+	// One the fleet already recorded lost (the reaper came first) is
+	// still held while its sandbox is here, and abandoning it removes
+	// that; the reaper's record stays.
+	rec, err := s.store.Session(ctx, s.a.tenant.ID, kept.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.EndReason, rec.EndDetail = airlock.SessionLost, airlock.EndNodeLost, "reaped"
+	if err := s.store.UpdateSession(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := s.mgr.Held(ctx); len(held) != 1 || held[0] != kept.ID {
+		t.Fatalf("held after the reaper: %v, want [%s] (its sandbox is still here)", held, kept.ID)
+	}
+	if err := s.mgr.Abandon(ctx, kept.ID, "the node left the fleet"); err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := s.mgr.Held(ctx); len(held) != 0 {
+		t.Errorf("held after abandoning all: %v", held)
+	}
+	if got, _ := s.a.c.Session(ctx, kept.ID); got == nil || got.State != airlock.SessionLost || got.EndDetail != "reaped" {
+		t.Errorf("the reaped session after its node abandoned it: %+v", got)
+	}
 	// Abandoning it again, or one already gone, is no error.
 	if err := s.mgr.Abandon(ctx, sess.ID, "again"); err != nil {
 		t.Errorf("abandon twice: %v", err)
