@@ -3,10 +3,40 @@ package airlock
 import (
 	"context"
 	"io"
+	"time"
 )
 
+// Problem types of a store that cannot serve for now (code EUNAVAILABLE,
+// a 503 with Retry-After): busy is a lock held past the store's wait,
+// unavailable a store that cannot be reached, read or written. Every
+// store implementation returns these, so a client sees one problem
+// whichever store the node runs on.
+const (
+	ProblemStoreBusy        = "store-busy"
+	ProblemStoreUnavailable = "store-unavailable"
+)
+
+// ExecutionCounts are one tenant's executions as a store has them (what
+// the operator's usage report shows).
+type ExecutionCounts struct {
+	// RunningOneShot counts the one-shot executions recorded as running.
+	RunningOneShot int
+	// Since counts the executions (one-shot, session execs and cells)
+	// recorded at or after the time asked about.
+	Since int
+}
+
+// ExecutionCounter counts executions by tenant.
+type ExecutionCounter interface {
+	// ExecutionCounts returns, by tenant, the one-shot executions
+	// recorded as running and the executions recorded since the time;
+	// tenants with neither are left out.
+	ExecutionCounts(ctx context.Context, since time.Time) (map[string]ExecutionCounts, error)
+}
+
 // Store keeps metadata: tenants, keys, executions and the artifact index.
-// The sqlite package implements it; a postgres package can later.
+// The sqlite package implements it (the single-node default) and so does
+// the postgres package (a fleet's shared records).
 type Store interface {
 	CreateTenant(ctx context.Context, t *Tenant) error
 	TenantByName(ctx context.Context, name string) (*Tenant, error)

@@ -85,6 +85,28 @@ else
 	echo "setup: going on: airlockd does not need Node" >&2
 fi
 
+step "PostgreSQL server (the PostgreSQL store: its tests, and a fleet's shared records)"
+# The tests start throwaway servers of their own (internal/testpg: initdb
+# in a temporary directory, a unix socket there, as the postgres user);
+# they never use the cluster Debian's package creates and starts.
+pg_initdb() {
+	ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1
+}
+if [ -n "$(pg_initdb)" ] && [ -x "$(dirname "$(pg_initdb)")/postgres" ]; then
+	echo "present: $(dirname "$(pg_initdb)")"
+else
+	echo "installing: postgresql"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends postgresql
+	if [ -z "$(pg_initdb)" ]; then
+		echo "setup: installed postgresql but found no /usr/lib/postgresql/*/bin/initdb" >&2
+		exit 1
+	fi
+	echo "installed: $(dirname "$(pg_initdb)")"
+fi
+id postgres >/dev/null 2>&1 || { echo "setup: the postgresql package made no postgres user" >&2; exit 1; }
+
 step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters"
 # gVisor's own build precompiles the seccomp-bpf programs runsc installs
 # in every sandbox and gofer; `go install` of its Go branch leaves that

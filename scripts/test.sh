@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: sets up what they need (see setup.sh), checks vet and
 # gofmt, then the whole suite once, with the race detector, against real
-# runsc, SQLite, HTTP and images. Must run as root.
+# runsc, SQLite, PostgreSQL (throwaway servers the tests start), HTTP and
+# images. Must run as root.
 #
 # AIRLOCK_TEST_REQUIRE=1 (the default here; CI runs this script) makes a
 # test that lacks something of the machine (root, runsc, the images, the
@@ -42,6 +43,15 @@ trap summary EXIT
 
 step "setup (scripts/setup.sh)"
 AIRLOCK_SETUP_TESTS=1 "$REPO/scripts/setup.sh"
+
+step "PostgreSQL for the tests"
+# setup.sh installs Debian's postgresql; the tests find its binaries
+# (internal/testpg), or fail under AIRLOCK_TEST_REQUIRE=1 without them.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+	echo "installing: postgresql"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql
+fi
+echo "present: $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
 
 export AIRLOCK_STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
 # Integration tests use the images built above and make their own state.

@@ -254,8 +254,8 @@ const (
 
 // Problem types of a store that cannot serve for now.
 const (
-	ProblemStoreBusy        = "store-busy"
-	ProblemStoreUnavailable = "store-unavailable"
+	ProblemStoreBusy        = airlock.ProblemStoreBusy
+	ProblemStoreUnavailable = airlock.ProblemStoreUnavailable
 )
 
 // unavailable returns the domain error for a driver error that says the

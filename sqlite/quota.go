@@ -107,13 +107,9 @@ func (db *DB) DailyUsage(ctx context.Context, day string) (map[string]airlock.Da
 }
 
 // ExecutionCounts are one tenant's executions as the store has them.
-type ExecutionCounts struct {
-	// RunningOneShot counts the one-shot executions recorded as running.
-	RunningOneShot int
-	// Since counts the executions (one-shot, session execs and cells)
-	// recorded at or after the time asked about.
-	Since int
-}
+type ExecutionCounts = airlock.ExecutionCounts
+
+var _ airlock.ExecutionCounter = (*DB)(nil)
 
 // ExecutionCounts returns, by tenant, the one-shot executions recorded
 // as running and the executions recorded since the time; tenants with

@@ -16,7 +16,10 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
@@ -155,10 +158,41 @@ func newID() string {
 	return ulid.MustNew(ulid.Timestamp(time.Now()), rand.Reader).String()
 }
 
-// openStore opens the node's database in stateDir. With mustExist, a
-// missing database is an error instead of being created, so a mistyped
-// --state-dir does not leave a stray empty store behind.
-func openStore(ctx context.Context, stateDir string, mustExist bool) (*sqlite.DB, error) {
+// adminStore is what the operator's commands read and change in the
+// metadata store.
+type adminStore interface {
+	airlock.Store
+	airlock.SessionStore
+	airlock.QuotaStore
+	airlock.AbuseStore
+	airlock.ExecutionCounter
+	seal.KeyStore
+	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
+}
+
+var (
+	_ adminStore = (*sqlite.DB)(nil)
+	_ adminStore = (*postgres.DB)(nil)
+)
+
+// envStore names the PostgreSQL database of nodes run with --store, as
+// airlockd reads it: the commands then work on it instead of a state
+// directory's SQLite file.
+const envStore = "AIRLOCK_STORE"
+
+// openStore opens the node's database: the PostgreSQL database $AIRLOCK_STORE
+// names when it is a postgres:// URL, else the SQLite file in stateDir.
+// With mustExist, a missing SQLite database is an error instead of being
+// created, so a mistyped --state-dir does not leave a stray empty store
+// behind.
+func openStore(ctx context.Context, stateDir string, mustExist bool) (adminStore, error) {
+	if u := os.Getenv(envStore); strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
+		db, err := postgres.Open(ctx, postgres.Config{DSN: u})
+		if err != nil {
+			return nil, fmt.Errorf("$%s: %w", envStore, err)
+		}
+		return db, nil
+	}
 	path := filepath.Join(stateDir, databaseFile)
 	if mustExist {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {

@@ -224,6 +224,7 @@ func cliEnv(t *testing.T) {
 	t.Setenv(envStateDir, t.TempDir())
 	t.Setenv(envURL, "")
 	t.Setenv(envAPIKey, "")
+	t.Setenv(envStore, "")
 }
 
 // runCLI runs a subcommand function with captured stdio and returns its

@@ -75,3 +75,52 @@ func TestAPIOptions(t *testing.T) {
 		t.Errorf("-help shows the metrics key:\n%s", help.String())
 	}
 }
+
+// --store: SQLite by default, a postgres:// URL from the flag or the
+// environment; anything else is refused before airlockd does anything,
+// without echoing what may be a password.
+func TestStoreOptions(t *testing.T) {
+	parse := func(env string, args ...string) (storeOptions, error) {
+		t.Setenv("AIRLOCK_STORE", env)
+		var o storeOptions
+		fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
+		o.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return o, o.resolve()
+	}
+	tests := []struct {
+		name, env string
+		args      []string
+		want      string // the store, or "" for an error
+		postgres  bool
+	}{
+		{"default", "", nil, "sqlite", false},
+		{"sqlite", "", []string{"--store", "sqlite"}, "sqlite", false},
+		{"url", "", []string{"--store", "postgres://airlock@db:5432/airlock"}, "postgres://airlock@db:5432/airlock", true},
+		{"postgresql scheme", "", []string{"--store", "postgresql://db/airlock"}, "postgresql://db/airlock", true},
+		{"from the environment", "postgres://env@db/airlock", nil, "postgres://env@db/airlock", true},
+		{"flag over environment", "postgres://env@db/airlock", []string{"--store", "sqlite"}, "sqlite", false},
+		{"unknown", "", []string{"--store", "mysql://u:hunter2@db/x"}, "", false},
+		{"key value", "", []string{"--store", "host=db password=hunter2"}, "", false},
+		{"bad url", "", []string{"--store", "postgres://u:hunter2@db/x?connect_timeout=soon"}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parse(tt.env, tt.args...)
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("accepted %+v", o)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Errorf("the error shows the password: %v", err)
+				}
+				return
+			}
+			if err != nil || o.store != tt.want || o.postgres() != tt.postgres {
+				t.Errorf("got %q (postgres %v), %v; want %q (postgres %v)", o.store, o.postgres(), err, tt.want, tt.postgres)
+			}
+		})
+	}
+}

@@ -17,7 +17,9 @@ import (
 var execLookPath = exec.LookPath
 
 // bootstrapTenant creates tenant "default" and its key on an empty store
-// and writes the key to <state>/default.key (mode 0600).
+// and writes the key to <state>/default.key (mode 0600). On a store that
+// several nodes share, the node that creates it first has the key; the
+// others find the tenant made and leave it.
 func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, logger *slog.Logger) error {
 	n, err := store.CountTenants(ctx)
 	if err != nil {
@@ -27,7 +29,10 @@ func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, 
 		return nil
 	}
 	t := &airlock.Tenant{ID: airlock.NewID(), Name: "default", CreatedAt: time.Now().UTC()}
-	if err := store.CreateTenant(ctx, t); err != nil {
+	if err := store.CreateTenant(ctx, t); airlock.ErrorCode(err) == airlock.ECONFLICT {
+		logger.Info("tenant default was created by another node at the same time; its key is on that node")
+		return nil
+	} else if err != nil {
 		return err
 	}
 	secret, key := airlock.NewAPIKey(t.ID, airlock.NewID(), time.Now())

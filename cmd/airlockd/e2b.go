@@ -13,7 +13,6 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/e2b"
 	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // e2bOptions are the operator's settings of the E2B-compatible API.
@@ -55,7 +54,14 @@ func (f templateFlag) Set(v string) error {
 // from which every sandbox's access tokens are derived, is kept in
 // <state-dir>/e2b.key, so the tokens outlive a restart as the sessions
 // do.
-func newE2B(o e2bOptions, so sessionOptions, stateDir string, sessions *session.Manager, store *sqlite.DB, networkAllow func(*airlock.Tenant) []string, logger *slog.Logger) (*e2b.Server, error) {
+// e2bStore is what the E2B routes keep and read: their sandbox records,
+// and tenants by API key.
+type e2bStore interface {
+	airlock.E2BStore
+	e2b.Tenants
+}
+
+func newE2B(o e2bOptions, so sessionOptions, stateDir string, sessions *session.Manager, store e2bStore, networkAllow func(*airlock.Tenant) []string, logger *slog.Logger) (*e2b.Server, error) {
 	secret, err := loadOrCreateKey(filepath.Join(stateDir, "e2b.key"))
 	if err != nil {
 		return nil, err

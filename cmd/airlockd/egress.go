@@ -16,7 +16,6 @@ import (
 	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/egress"
 	"github.com/airlockhq/airlock/internal/secretscan"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // egressOptions are the operator's network settings.
@@ -104,7 +103,7 @@ func splitList(s string) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o egressOptions, stateDir string, store *sqlite.DB, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -216,7 +215,7 @@ func egressOf(svc *egress.Service) airlock.Egress {
 	return svc
 }
 
-func egressLogOf(svc *egress.Service, store *sqlite.DB) airlock.EgressStore {
+func egressLogOf(svc *egress.Service, store airlock.EgressStore) airlock.EgressStore {
 	if svc == nil {
 		return nil
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // fleetOptions are the settings of a node of a fleet. Without --etcd
@@ -124,15 +123,12 @@ func (l fleetLocal) Status(ctx context.Context) fleet.Status {
 	return st
 }
 
-var (
-	_ fleet.Local = fleetLocal{}
-	_ fleet.Store = (*sqlite.DB)(nil)
-)
+var _ fleet.Local = fleetLocal{}
 
 // startFleet joins the fleet named by --etcd. It returns nil, and no
 // error, without --etcd.
 func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
-	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store *sqlite.DB, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
+	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // keepOptions configure snapshots, pause and fork, and the master key
@@ -69,7 +68,14 @@ func (o keepOptions) masterKeys() (*seal.MasterKey, []*seal.MasterKey, error) {
 
 // config is the session manager's keep config; empty (off) without a
 // master key.
-func (o keepOptions) config(stateDir string, store *sqlite.DB, blobs airlock.Blobs, logger *slog.Logger) (session.KeepConfig, error) {
+// keepStore is what the keep work records: snapshots and pauses, and the
+// tenants' data keys.
+type keepStore interface {
+	airlock.KeepStore
+	seal.KeyStore
+}
+
+func (o keepOptions) config(stateDir string, store keepStore, blobs airlock.Blobs, logger *slog.Logger) (session.KeepConfig, error) {
 	cur, old, err := o.masterKeys()
 	if err != nil {
 		return session.KeepConfig{}, err

@@ -1,6 +1,7 @@
 // Command airlockd is the Airlock server: the HTTP API, the execution
 // manager and the gVisor backend of one node, on embedded defaults
-// (SQLite and local directories under --state-dir). It runs as root.
+// (SQLite and local directories under --state-dir; --store puts the
+// metadata in PostgreSQL instead). It runs as root.
 package main
 
 import (
@@ -33,7 +34,6 @@ import (
 	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/watch"
 )
 
@@ -74,6 +74,7 @@ type options struct {
 	quotas         quotaOptions
 	abuse          abuseOptions
 	keep           keepOptions
+	store          storeOptions
 	fleet          fleetOptions
 }
 
@@ -109,9 +110,14 @@ func main() {
 	o.quotas.register(flag.CommandLine)
 	o.abuse.register(flag.CommandLine)
 	o.keep.register(flag.CommandLine)
+	o.store.register(flag.CommandLine)
 	o.fleet.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
+	if err := o.store.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
@@ -166,7 +172,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.fleet.enabled() {
 		nodeID = o.fleet.nodeID
 	}
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(o.stateDir, "airlock.db"), NodeID: nodeID})
+	store, err := o.store.open(ctx, o.stateDir, nodeID, logger)
 	if err != nil {
 		return err
 	}
@@ -224,7 +230,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if monitor != nil {
 		defer monitor.Close()
 	}
-	eg, err := startEgress(o.egress, o.stateDir, store, egressStoreOf(monitor, store), quotas, secrets, logger)
+	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, logger)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
 	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // sessionOptions are the operator's session settings.
@@ -72,8 +71,15 @@ func (f sizeFlag) Set(v string) error {
 	return nil
 }
 
+// sessionStore is what the session manager keeps its records in:
+// tenants, and sessions with their idempotency keys.
+type sessionStore interface {
+	airlock.Store
+	airlock.SessionStore
+}
+
 // newSessions makes the session manager.
-func newSessions(o sessionOptions, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store *sqlite.DB, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
+func newSessions(o sessionOptions, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
 	return session.New(session.Config{
 		Provisioner:    prov,
 		Runner:         runner,

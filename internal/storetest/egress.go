@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-func TestEgressLog(t *testing.T) {
-	db := open(t)
+func testEgressLog(t *testing.T, bk Backend) {
+	db := bk.fresh(t)
 	ctx := context.Background()
 	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
 	var evs []*airlock.EgressEvent
@@ -51,8 +51,8 @@ func TestEgressLog(t *testing.T) {
 	}
 }
 
-func TestSessionBrokerScopesStored(t *testing.T) {
-	db := open(t)
+func testSessionBrokerScopesStored(t *testing.T, bk Backend) {
+	db := bk.fresh(t)
 	ctx := context.Background()
 	tn := mustTenant(t, db, "a")
 	s := &airlock.Session{TenantID: tn.ID, Image: "base", Size: airlock.SizeSmall, BrokerScopes: []string{"tickets.read"},

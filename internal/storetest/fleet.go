@@ -1,32 +1,23 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // Two nodes of a fleet on one database: each reconciles only its own
-// records, and marking one lost leaves the other's alone.
-func TestNodeScopedRecords(t *testing.T) {
+// records, and marking one lost leaves the other's alone; lost is final.
+func testNodeScopedRecords(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "airlock.db")
-	open := func(node string) *sqlite.DB {
-		db, err := sqlite.Open(ctx, sqlite.Config{Path: path, NodeID: node})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b, none := open("a"), open("b"), open("")
+	loc := bk.New(t)
+	a, b, none := bk.OpenNode(t, loc, "a"), bk.OpenNode(t, loc, "b"), bk.OpenNode(t, loc, "")
 	tn := mustTenant(t, a, "t")
-	var ids = map[string][]string{}
-	for name, db := range map[string]*sqlite.DB{"a": a, "b": b, "": none} {
+	ids := map[string][]string{}
+	for _, name := range []string{"a", "b", ""} {
+		db := map[string]Store{"a": a, "b": b, "": none}[name]
 		for i := 0; i < 2; i++ {
 			s := newSession(tn.ID)
 			if err := db.CreateSession(ctx, s); err != nil {
@@ -36,7 +27,7 @@ func TestNodeScopedRecords(t *testing.T) {
 		}
 		mustExecution(t, db, tn.ID)
 	}
-	for name, db := range map[string]*sqlite.DB{"a": a, "b": b, "": none} {
+	for name, db := range map[string]Store{"a": a, "b": b, "": none} {
 		live, err := db.LiveSessions(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-func TestTenants(t *testing.T) {
+func testTenants(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 
 	acme := &airlock.Tenant{Name: "acme", FirstParty: true}
 	if err := db.CreateTenant(ctx, acme); err != nil {
@@ -81,9 +81,9 @@ func TestTenants(t *testing.T) {
 	}
 }
 
-func TestAPIKeys(t *testing.T) {
+func testAPIKeys(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	acme := mustTenant(t, db, "acme")
 	globex := mustTenant(t, db, "globex")
 

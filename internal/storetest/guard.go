@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-func TestSetTenantGuard(t *testing.T) {
+func testSetTenantGuard(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 	if tn.Guard != "" || tn.Guard.Effective() != airlock.GuardWarn {
 		t.Fatalf("a new tenant's guard %q", tn.Guard)
@@ -34,9 +34,9 @@ func TestSetTenantGuard(t *testing.T) {
 
 // Findings are stored with an execution, and a refused execution reads
 // back as blocked.
-func TestExecutionFindings(t *testing.T) {
+func testExecutionFindings(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 	findings := []airlock.GuardFinding{{Rule: "miner", Severity: airlock.SeverityCritical, Line: 2, Column: 5, Excerpt: "xmrig -o x", Message: "runs the miner xmrig"}}
 	for _, tt := range []struct {

@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-func TestSetTenantFirstParty(t *testing.T) {
+func testSetTenantFirstParty(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 	if tn.FirstParty || tn.IsolationFloor() != airlock.IsolationKernel {
 		t.Fatalf("a new tenant is first-party or has floor %s", tn.IsolationFloor())
@@ -30,9 +30,9 @@ func TestSetTenantFirstParty(t *testing.T) {
 }
 
 // The backend that ran an execution is part of its record.
-func TestExecutionBackend(t *testing.T) {
+func testExecutionBackend(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 	e := mustExecution(t, db, tn.ID)
 	e.Status = airlock.StatusCompleted

@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-func TestE2BSandboxes(t *testing.T) {
+func testE2BSandboxes(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "a")
 	b := mustTenant(t, db, "b")
 	s := newSession(a.ID)

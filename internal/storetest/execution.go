@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
-func TestExecutionLifecycle(t *testing.T) {
+func testExecutionLifecycle(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 
 	e := &airlock.Execution{
@@ -114,9 +113,9 @@ func TestExecutionLifecycle(t *testing.T) {
 
 // TestFinishExecutionAtomic checks that a failing artifact insert leaves the
 // execution running and unchanged.
-func TestFinishExecutionAtomic(t *testing.T) {
+func testFinishExecutionAtomic(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
 	e := mustExecution(t, db, tn.ID)
 
@@ -139,9 +138,9 @@ func TestFinishExecutionAtomic(t *testing.T) {
 	}
 }
 
-func TestTenantIsolation(t *testing.T) {
+func testTenantIsolation(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "tenant-a")
 	b := mustTenant(t, db, "tenant-b")
 	ea := mustExecution(t, db, a.ID)
@@ -190,10 +189,10 @@ func TestTenantIsolation(t *testing.T) {
 	}
 }
 
-func TestListExecutionsPagination(t *testing.T) {
+func testListExecutionsPagination(t *testing.T, bk Backend) {
 	ctx := context.Background()
 	c := newClock()
-	db := openAt(t, t.TempDir()+"/airlock.db", c.Now)
+	db := bk.Open(t, bk.New(t), c.Now)
 	tn := mustTenant(t, db, "acme")
 	other := mustTenant(t, db, "other")
 
@@ -251,21 +250,21 @@ func TestListExecutionsPagination(t *testing.T) {
 	}
 }
 
-func TestListExecutionsLimit(t *testing.T) {
+func testListExecutionsLimit(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	tn := mustTenant(t, db, "acme")
-	for range sqlite.MaxListLimit + 1 {
+	for range bk.MaxListLimit + 1 {
 		mustExecution(t, db, tn.ID)
 	}
 	tests := []struct {
 		limit, want int
 	}{
-		{0, sqlite.DefaultListLimit},
-		{-5, sqlite.DefaultListLimit},
+		{0, bk.DefaultListLimit},
+		{-5, bk.DefaultListLimit},
 		{1, 1},
-		{sqlite.MaxListLimit, sqlite.MaxListLimit},
-		{sqlite.MaxListLimit + 100, sqlite.MaxListLimit},
+		{bk.MaxListLimit, bk.MaxListLimit},
+		{bk.MaxListLimit + 100, bk.MaxListLimit},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.limit), func(t *testing.T) {
@@ -277,10 +276,10 @@ func TestListExecutionsLimit(t *testing.T) {
 	}
 }
 
-func TestFailRunningExecutions(t *testing.T) {
+func testFailRunningExecutions(t *testing.T, bk Backend) {
 	ctx := context.Background()
 	c := newClock()
-	db := openAt(t, t.TempDir()+"/airlock.db", c.Now)
+	db := bk.Open(t, bk.New(t), c.Now)
 	a := mustTenant(t, db, "a")
 	b := mustTenant(t, db, "b")
 	running := []*airlock.Execution{mustExecution(t, db, a.ID), mustExecution(t, db, a.ID), mustExecution(t, db, b.ID)}
@@ -314,10 +313,10 @@ func TestFailRunningExecutions(t *testing.T) {
 	wantCode(t, "finish a failed execution", db.FinishExecution(ctx, running[0]), airlock.ECONFLICT)
 }
 
-func TestConcurrentWriters(t *testing.T) {
+func testConcurrentWriters(t *testing.T, bk Backend) {
 	const writers, each = 8, 50
 	ctx := context.Background()
-	db := openAt(t, t.TempDir()+"/airlock.db", time.Now)
+	db := bk.Open(t, bk.New(t), time.Now)
 	tn := mustTenant(t, db, "acme")
 
 	var wg sync.WaitGroup
@@ -363,7 +362,7 @@ func TestConcurrentWriters(t *testing.T) {
 	seen := map[string]bool{}
 	cursor := ""
 	for {
-		page, err := db.ListExecutions(ctx, airlock.ExecutionFilter{TenantID: tn.ID, Limit: sqlite.MaxListLimit, Before: cursor})
+		page, err := db.ListExecutions(ctx, airlock.ExecutionFilter{TenantID: tn.ID, Limit: bk.MaxListLimit, Before: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,13 +382,14 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
-// TestTwoHandlesShareFile opens the file twice, as two processes would, and
-// writes through both at once: busy_timeout and immediate transactions must
-// keep SQLITE_BUSY away.
-func TestTwoHandlesShareFile(t *testing.T) {
+// testTwoHandles opens the database twice, as two processes (or two
+// nodes) would, and writes through both at once: nothing may fail
+// (SQLite: busy_timeout and immediate transactions keep SQLITE_BUSY
+// away) and nothing may be lost.
+func testTwoHandles(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	path := t.TempDir() + "/airlock.db"
-	dbs := []*sqlite.DB{openAt(t, path, time.Now), openAt(t, path, time.Now)}
+	loc := bk.New(t)
+	dbs := []Store{bk.Open(t, loc, time.Now), bk.Open(t, loc, time.Now)}
 	tn := mustTenant(t, dbs[0], "acme")
 
 	var wg sync.WaitGroup
@@ -425,9 +425,9 @@ func TestTwoHandlesShareFile(t *testing.T) {
 // Executions of a live session are left to the session service (which
 // adopts or fails them when it recovers); those of an ended session are
 // failed with the one-shot ones.
-func TestRunningExecutionsOfSessions(t *testing.T) {
+func testRunningExecutionsOfSessions(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := openAt(t, t.TempDir()+"/airlock.db", newClock().Now)
+	db := bk.Open(t, bk.New(t), newClock().Now)
 	a := mustTenant(t, db, "a")
 	liveS := &airlock.Session{TenantID: a.ID, Image: "base", Size: airlock.SizeSmall, Backend: "gvisor", StartSource: airlock.StartPool}
 	endedS := &airlock.Session{TenantID: a.ID, Image: "base", Size: airlock.SizeSmall}
@@ -465,4 +465,30 @@ func TestRunningExecutionsOfSessions(t *testing.T) {
 	if runs, err := db.RunningExecutions(ctx, endedS.ID); err != nil || len(runs) != 0 {
 		t.Errorf("RunningExecutions of the ended session: %+v %v", runs, err)
 	}
+}
+
+// testRecordPhase: phases add to a finished execution's record, one at a
+// time, and another tenant cannot touch it.
+func testRecordPhase(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	db := bk.fresh(t)
+	a, o := mustTenant(t, db, "a"), mustTenant(t, db, "other")
+	e := mustExecution(t, db, a.ID)
+	e.Status, e.Phases = airlock.StatusCompleted, map[string]float64{"acquire": 1.5}
+	if err := db.FinishExecution(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordPhase(ctx, a.ID, e.ID, "destroy", 2.25); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordPhase(ctx, a.ID, e.ID, "acquire", 3); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Execution(ctx, a.ID, e.ID)
+	if err != nil || !reflect.DeepEqual(got.Phases, map[string]float64{"acquire": 3, "destroy": 2.25}) {
+		t.Fatalf("phases %v %v", got.Phases, err)
+	}
+	wantCode(t, "another tenant's", db.RecordPhase(ctx, o.ID, e.ID, "destroy", 1), airlock.ENOTFOUND)
+	wantCode(t, "unknown", db.RecordPhase(ctx, a.ID, "nope", "destroy", 1), airlock.ENOTFOUND)
+	wantCode(t, "empty phase", db.RecordPhase(ctx, a.ID, e.ID, "", 1), airlock.EINVALID)
 }

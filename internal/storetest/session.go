@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -23,9 +23,9 @@ func newSession(tenantID string) *airlock.Session {
 	}
 }
 
-func TestSessionLifecycleRecord(t *testing.T) {
+func testSessionLifecycleRecord(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "a")
 	b := mustTenant(t, db, "b")
 
@@ -88,9 +88,9 @@ func TestSessionLifecycleRecord(t *testing.T) {
 	wantCode(t, "not creating", db.CreateSession(ctx, bad), airlock.EINVALID)
 }
 
-func TestListSessionsPages(t *testing.T) {
+func testListSessionsPages(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "a")
 	var ids []string
 	for i := 0; i < 5; i++ {
@@ -122,9 +122,9 @@ func TestListSessionsPages(t *testing.T) {
 	wantCode(t, "bad cursor", err, airlock.EINVALID)
 }
 
-func TestIdempotencyKeys(t *testing.T) {
+func testIdempotencyKeys(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "a")
 	b := mustTenant(t, db, "b")
 	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
@@ -170,9 +170,9 @@ func TestIdempotencyKeys(t *testing.T) {
 }
 
 // Many concurrent claims of one key: exactly one wins and all see it.
-func TestIdempotencyKeyRace(t *testing.T) {
+func testIdempotencyKeyRace(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a := mustTenant(t, db, "a")
 	now := time.Now()
 	const n = 32

@@ -1,8 +1,7 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,10 +12,10 @@ import (
 // A session can be recorded paused, and back ready, after migration 0012
 // widened the state's CHECK constraint; a state outside the machine is
 // still refused by the store.
-func TestSessionPausedState(t *testing.T) {
+func testSessionPausedState(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "airlock.db")
-	db := openAt(t, path, newClock().Now)
+	loc := bk.New(t)
+	db := bk.Open(t, loc, newClock().Now)
 	tn := mustTenant(t, db, "acme")
 	s := &airlock.Session{TenantID: tn.ID, Image: "python-ds", Size: airlock.SizeSmall}
 	if err := db.CreateSession(ctx, s); err != nil {
@@ -29,7 +28,7 @@ func TestSessionPausedState(t *testing.T) {
 		}
 	}
 	db.Close()
-	db2 := openAt(t, path, newClock().Now) // the schema as read by a new process
+	db2 := bk.Open(t, loc, newClock().Now) // the schema as read by a new process
 	got, err := db2.Session(ctx, tn.ID, s.ID)
 	if err != nil || got.State != airlock.SessionPaused {
 		t.Fatalf("after reopen: %+v %v", got, err)
@@ -40,9 +39,9 @@ func TestSessionPausedState(t *testing.T) {
 	}
 }
 
-func TestSnapshotsAndKeys(t *testing.T) {
+func testSnapshotsAndKeys(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a, b := mustTenant(t, db, "acme"), mustTenant(t, db, "other")
 	now := time.Now().UTC()
 	for i, id := range []string{"s1", "s2", "s3"} {

@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
-func TestTenantQuotas(t *testing.T) {
+func testTenantQuotas(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
 	for _, s := range []struct {
 		tenant, quota string
@@ -45,9 +44,9 @@ func TestTenantQuotas(t *testing.T) {
 	}
 }
 
-func TestDailyUsage(t *testing.T) {
+func testDailyUsage(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
 	add := func(d ...airlock.UsageDelta) {
 		t.Helper()
@@ -81,9 +80,9 @@ func TestDailyUsage(t *testing.T) {
 	}
 }
 
-func TestExecutionCounts(t *testing.T) {
+func testExecutionCounts(t *testing.T, bk Backend) {
 	ctx := context.Background()
-	db := open(t)
+	db := bk.fresh(t)
 	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	mk := func(tenant, session string, at time.Time, finish bool) {
@@ -108,7 +107,7 @@ func TestExecutionCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]sqlite.ExecutionCounts{a.ID: {RunningOneShot: 2, Since: 3}}
+	want := map[string]airlock.ExecutionCounts{a.ID: {RunningOneShot: 2, Since: 3}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("counts %+v, want %+v", got, want)
 	}

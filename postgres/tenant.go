@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/airlockhq/airlock"
+)
+
+// CreateTenant stores t. An empty ID gets a new ULID and a zero CreatedAt the
+// clock's time; both are written back to t. A taken name is ECONFLICT.
+func (db *DB) CreateTenant(ctx context.Context, t *airlock.Tenant) error {
+	ctx, done := db.bound(ctx)
+	defer done()
+	if strings.TrimSpace(t.Name) == "" {
+		return airlock.Errorf(airlock.EINVALID, "tenant name is required")
+	}
+	now := db.now()
+	id := t.ID
+	if id == "" {
+		id = db.newID(now)
+	}
+	created := stamp(t.CreatedAt, now)
+	_, err := db.pool.Exec(ctx,
+		`INSERT INTO tenants (id, name, first_party, created_at, guard) VALUES ($1, $2, $3, $4, $5)`,
+		id, t.Name, t.FirstParty, nanos(created), string(t.Guard))
+	switch {
+	case isUnique(err) && constraint(err) == "tenants_name_key":
+		return airlock.Errorf(airlock.ECONFLICT, "tenant %q exists", t.Name)
+	case isUnique(err):
+		return airlock.Errorf(airlock.ECONFLICT, "tenant id %q exists", id)
+	case err != nil:
+		return wrap(ctx, "create tenant", err)
+	}
+	t.ID, t.CreatedAt = id, created
+	return nil
+}
+
+const tenantColumns = `t.id, t.name, t.first_party, t.created_at, t.guard`
+
+func scanTenant(row scanner) (*airlock.Tenant, error) {
+	var t airlock.Tenant
+	var created int64
+	if err := row.Scan(&t.ID, &t.Name, &t.FirstParty, &created, &t.Guard); err != nil {
+		return nil, err
+	}
+	t.CreatedAt = fromNanos(created)
+	return &t, nil
+}
+
+// queryTenant runs a query for at most one tenant; what names the tenant in
+// the not-found error.
+func (db *DB) queryTenant(ctx context.Context, what, query string, args ...any) (*airlock.Tenant, error) {
+	t, err := scanTenant(db.pool.QueryRow(ctx, query, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w", what, airlock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap(ctx, "get tenant", err)
+	}
+	return t, nil
+}
+
+// TenantByName returns the tenant with the name, or ErrNotFound.
+func (db *DB) TenantByName(ctx context.Context, name string) (*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	return db.queryTenant(ctx, fmt.Sprintf("tenant %q", name),
+		`SELECT `+tenantColumns+` FROM tenants t WHERE t.name = $1`, name)
+}
+
+// TenantByID returns the tenant with the ID, or ErrNotFound.
+func (db *DB) TenantByID(ctx context.Context, id string) (*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	return db.queryTenant(ctx, fmt.Sprintf("tenant %s", id),
+		`SELECT `+tenantColumns+` FROM tenants t WHERE t.id = $1`, id)
+}
+
+// ListTenants returns every tenant, oldest first.
+func (db *DB) ListTenants(ctx context.Context) ([]*airlock.Tenant, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	rows, err := db.pool.Query(ctx,
+		`SELECT `+tenantColumns+` FROM tenants t ORDER BY t.created_at, t.id`)
+	if err != nil {
+		return nil, wrap(ctx, "list tenants", err)
+	}
+	defer rows.Close()
+	var ts []*airlock.Tenant
+	for rows.Next() {
+		t, err := scanTenant(rows)
+		if err != nil {
+			return nil, wrap(ctx, "list tenants", err)
+		}
+		ts = append(ts, t)
+	}
+	return ts, wrap(ctx, "list tenants", rows.Err())
+}
+
+// CountTenants returns how many tenants there are.
+func (db *DB) CountTenants(ctx context.Context) (int, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	var n int
+	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM tenants`).Scan(&n)
+	return n, wrap(ctx, "count tenants", err)
+}
+
+// SetTenantFirstParty marks the tenant first-party or not; ErrNotFound if
+// there is no such tenant.
+func (db *DB) SetTenantFirstParty(ctx context.Context, tenantID string, firstParty bool) error {
+	ctx, done := db.bound(ctx)
+	defer done()
+	tag, err := db.pool.Exec(ctx, `UPDATE tenants SET first_party = $1 WHERE id = $2`, firstParty, tenantID)
+	if err != nil {
+		return wrap(ctx, "set tenant first-party", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return tenantNotFound(tenantID)
+	}
+	return nil
+}
+
+func tenantNotFound(id string) error {
+	return fmt.Errorf("tenant %s: %w", id, airlock.ErrNotFound)
+}
