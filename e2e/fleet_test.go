@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,15 +29,21 @@ import (
 
 // Settings of the fleet test: three nodes on this machine, each offering
 // fleetSessions small sessions (0.1 CPU, 128 MiB: gVisor sandboxes of
-// image base, no pool, no snapshots, no network) and fleetRuns one-shot
-// slots; leases of fleetTTL.
+// image base, no pool, no snapshots, no network; AIRLOCK_FLEET_SESSIONS
+// sets another number) and fleetRuns one-shot slots; leases of fleetTTL.
 const (
-	fleetNodes    = 3
-	fleetSessions = 8
-	fleetRuns     = 3
-	fleetTTL      = 3 * time.Second
-	fleetSecret   = "fleet-e2e-secret-0123456789"
+	fleetNodes  = 3
+	fleetRuns   = 3
+	fleetTTL    = 3 * time.Second
+	fleetSecret = "fleet-e2e-secret-0123456789"
 )
+
+var fleetSessions = func() int {
+	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_FLEET_SESSIONS")); err == nil && n >= 4 {
+		return n
+	}
+	return 8
+}()
 
 // fleetNode is one airlockd of the fleet.
 type fleetNode struct {
@@ -206,7 +213,7 @@ func TestFleet(t *testing.T) {
 
 	// 2. Sessions through every node at once, more than the fleet
 	// holds: exactly its capacity is made, within every node's.
-	const asked = fleetNodes*fleetSessions + 6
+	asked := fleetNodes*fleetSessions + 6
 	type made struct{ id, node string }
 	var sessions []made
 	var refused atomic.Int64
@@ -546,18 +553,19 @@ func (p *cutProxies) close() {
 }
 
 // TestBenchFleetRuns measures sustained one-shot runs per minute (bash
-// echo, gVisor, cold start: no pool, no snapshots) with benchClients
-// clients for benchWindow: through a fleet of one node; through one node
-// of three (it places over all three and forwards); through all three.
+// echo, gVisor, cold start: no pool, no snapshots) for benchWindow, with
+// as many clients as the members have run slots (fleetRuns each): a
+// fleet of one node; one node of three (it places over all three and
+// forwards); all three.
 // All on this one machine, so the three nodes share its cores. For
 // BENCHMARKS.md; run with AIRLOCK_BENCH_FLEET=1.
 func TestBenchFleetRuns(t *testing.T) {
 	if os.Getenv("AIRLOCK_BENCH_FLEET") == "" {
 		t.Skip("set AIRLOCK_BENCH_FLEET=1 to measure (not a test)")
 	}
-	const benchClients, benchWindow = 6, 40 * time.Second
+	const benchWindow = 40 * time.Second
 	tf := startTestFleet(t, nil)
-	load := func(via []*fleetNode) (perMin float64, failed int64, spread map[string]int) {
+	load := func(via []*fleetNode, benchClients int) (perMin float64, failed int64, spread map[string]int) {
 		var ok, bad atomic.Int64
 		var mu sync.Mutex
 		spread = map[string]int{}
@@ -588,13 +596,13 @@ func TestBenchFleetRuns(t *testing.T) {
 		n.d.stop(t)
 	}
 	testreq.Eventually(t, 20*time.Second, "one member", func() bool { return len(tf.members()) == 1 })
-	one, bad1, s1 := load([]*fleetNode{n0})
+	one, bad1, s1 := load([]*fleetNode{n0}, fleetRuns)
 	for _, n := range rest {
 		tf.start(n)
 	}
 	testreq.Eventually(t, 20*time.Second, "three members", func() bool { return len(tf.members()) == 3 })
-	via1, bad2, s2 := load([]*fleetNode{n0})
-	all, bad3, s3 := load(tf.nodes)
-	t.Logf("runs/min with %d clients over %v: one-node fleet %.0f (failed %d, ran on %v); through one node of three %.0f (failed %d, ran on %v); through all three %.0f (failed %d, ran on %v)",
-		benchClients, benchWindow, one, bad1, s1, via1, bad2, s2, all, bad3, s3)
+	via1, bad2, s2 := load([]*fleetNode{n0}, fleetNodes*fleetRuns)
+	all, bad3, s3 := load(tf.nodes, fleetNodes*fleetRuns)
+	t.Logf("runs/min over %v: one-node fleet, %d clients: %.0f (refused %d, ran on %v); through one node of three, %d clients: %.0f (refused %d, ran on %v); through all three, %d clients: %.0f (refused %d, ran on %v)",
+		benchWindow, fleetRuns, one, bad1, s1, fleetNodes*fleetRuns, via1, bad2, s2, fleetNodes*fleetRuns, all, bad3, s3)
 }

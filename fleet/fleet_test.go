@@ -116,6 +116,8 @@ type node struct {
 	local *local
 	srv   *httptest.Server
 	seq   atomic.Int64
+	runs  atomic.Int64 // runs being served now
+	peak  atomic.Int64 // most runs served at once
 }
 
 func demand(r fleet.Request) (fleet.Demand, error) {
@@ -182,6 +184,14 @@ func (n *node) api() http.Handler {
 		json.NewEncoder(w).Encode(map[string]string{"session_id": id})
 	})
 	mux.HandleFunc("POST /v1/execute", func(w http.ResponseWriter, r *http.Request) {
+		now := n.runs.Add(1)
+		defer n.runs.Add(-1)
+		for {
+			peak := n.peak.Load()
+			if now <= peak || n.peak.CompareAndSwap(peak, now) {
+				break
+			}
+		}
 		io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, `{"node":%q}`, n.id)
 	})
@@ -618,4 +628,42 @@ func TestAdopt(t *testing.T) {
 	testreq.Eventually(t, 5*time.Second, "one reservation on a for the adopted session", func() bool {
 		return len(b.f.Reservations("a")) == 1
 	})
+}
+
+// TestRunsWaitForSlots: more runs at once than the fleet has slots wait
+// for one instead of failing, and no node runs more than it declared.
+func TestRunsWaitForSlots(t *testing.T) {
+	caps := fleet.Capacity{CPUMilli: 100000, MemoryMiB: 100000, Sessions: 1, Runs: 1}
+	_, _, nodes := fleetOf(t, 3, opts{capacity: caps})
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for c := 0; c < 9; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				resp, err := http.Post(nodes[(c+i)%3].srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("run: %d %s", resp.StatusCode, b)
+					return
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 90 {
+		t.Fatalf("%d of 90 runs served", ok.Load())
+	}
+	for _, n := range nodes {
+		if p := n.peak.Load(); p > int64(caps.Runs) {
+			t.Errorf("node %s ran %d at once; it declared %d", n.id, p, caps.Runs)
+		}
+	}
 }

@@ -165,21 +165,26 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 // (a leader election) instead of failing the request.
 func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]bool) (*Reservation, Node, error) {
 	deadline := time.Now().Add(placeWait)
-	wait := 50 * time.Millisecond
+	wait := 20 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res, n, err := f.place(pctx, req, skip)
 		cancel()
 		var e *airlock.Error
-		if err == nil || !errors.As(err, &e) || (e.Type != problemEtcd && e.Type != problemBusy) || time.Now().After(deadline) || ctx.Err() != nil {
+		// A run that finds every slot taken waits for one, as a node's
+		// own admission queues runs; a full fleet of sessions is an
+		// answer at once (their slots are held for minutes).
+		again := errors.As(err, &e) && (e.Type == problemEtcd || e.Type == problemBusy || (e.Type == ProblemFull && req.Kind == KindRun))
+		if err == nil || !again || time.Now().After(deadline) || ctx.Err() != nil {
 			return res, n, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, Node{}, err
+		case <-f.allocs.changed: // a reservation came or went
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, time.Second)
+		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
 
