@@ -117,7 +117,10 @@ func startTestFleet(t *testing.T, extra []string) *testFleet {
 			"--store", pg.URL("airlock"), "--no-egress", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
 			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
 			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
-			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false"}, extra...)
+			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false",
+			// CPU enough for every session slot (0.1 each) and the runs
+			// (1 each): the slots are what the test fills.
+			"--fleet-cpus", fmt.Sprint(float64(fleetSessions)/10 + fleetRuns + 1)}, extra...)
 		tf.nodes = append(tf.nodes, n)
 	}
 	for _, n := range tf.nodes { // one after another: the first makes tenant default
