@@ -115,6 +115,9 @@ type Execution struct {
 	Findings   []GuardFinding `json:"findings"`
 	CreatedAt  time.Time      `json:"created_at"`
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	// TraceID is the W3C trace ID (32 hex digits) of the request that
+	// made the execution, when it was traced or carried a traceparent.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Artifact is a file the code created or changed in the workspace.

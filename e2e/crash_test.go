@@ -357,7 +357,16 @@ var servingAddr = regexp.MustCompile(`msg="airlockd serving" addr=(127\.0\.0\.1:
 // startDaemon starts airlockd and waits until /readyz answers 200.
 func startDaemon(t *testing.T, bin string, args []string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, bin, args, nil)
+}
+
+// startDaemonEnv is startDaemon with variables added to the environment.
+func startDaemonEnv(t *testing.T, bin string, args, env []string) *daemon {
+	t.Helper()
 	d := &daemon{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

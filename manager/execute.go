@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/run"
 )
@@ -43,6 +44,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if err != nil {
 		return nil, err
 	}
+	tracing.Place(ctx, tracing.LocalNode) // one node: this one; a fleet places before it forwards
 	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
 		Kind: provision.OneShot, Tenant: tenant, Isolation: req.Isolation, Network: req.AllowNetwork,
 		Limits: limits, Deadline: time.Now().Add(limits.Timeout),
@@ -68,7 +70,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	}
 	lease, err := ticket.Acquire(ctx, spec)
 	if err != nil {
-		m.cfg.Logger.Error("execution failed: no sandbox", "execution", e.ID, "err", err)
+		m.cfg.Logger.ErrorContext(ctx, "execution failed: no sandbox", "execution", e.ID, "err", err)
 		m.cfg.Runner.Fail(ctx, e, err)
 		var ae *airlock.Error
 		if errors.As(err, &ae) || errors.Is(err, context.Canceled) {
@@ -99,7 +101,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	// the caller need not wait for the rest of its end.
 	lease.Release(func(d time.Duration) { m.cfg.Runner.RecordPhase(e, airlock.PhaseDestroy, d) })
 	if err != nil {
-		m.cfg.Logger.Error("execution failed", "execution", e.ID, "err", err)
+		m.cfg.Logger.ErrorContext(ctx, "execution failed", "execution", e.ID, "err", err)
 		return nil, err
 	}
 	return e, nil

@@ -44,12 +44,12 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 		exec_id, tenant_id, session_id, agent_id, language, image, code_sha256, status,
 		exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, findings, node_id
-	) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, $22::jsonb, $23)`,
+		created_at, finished_at, findings, trace_id, node_id
+	) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, $22::jsonb, $23, $24)`,
 		id, e.TenantID, e.SessionID, e.AgentID, string(e.Language), e.Image, e.CodeSHA256,
 		string(airlock.StatusRunning), e.ExitCode, clean(e.Stdout), clean(e.Stderr), e.StdoutTruncated,
 		e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut, e.OOMKilled,
-		e.HadNetworkAttempt, clean(e.Error), e.ArtifactsTruncated, nanos(created), encodeFindings(e.Findings), db.node)
+		e.HadNetworkAttempt, clean(e.Error), e.ArtifactsTruncated, nanos(created), encodeFindings(e.Findings), clean(e.TraceID), db.node)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(e.TenantID)
@@ -168,11 +168,11 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases::text, backend, findings::text, blocked, ended_by, limits_hit`
+		created_at, finished_at, start_source, phases::text, backend, findings::text, blocked, ended_by, limits_hit, trace_id`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, ''::text, ''::text, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases::text, backend, findings::text, blocked, ended_by, limits_hit`
+		created_at, finished_at, start_source, phases::text, backend, findings::text, blocked, ended_by, limits_hit, trace_id`
 )
 
 func scanExecution(row scanner) (*airlock.Execution, error) {
@@ -185,7 +185,7 @@ func scanExecution(row scanner) (*airlock.Execution, error) {
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit, &e.TraceID)
 	if err != nil {
 		return nil, err
 	}

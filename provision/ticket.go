@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/quota"
 )
 
@@ -167,11 +170,15 @@ type Spec struct {
 // nothing of the sandbox is left.
 func (t *Ticket) Acquire(ctx context.Context, s Spec) (*Lease, error) {
 	start := time.Now()
+	ctx, span := tracing.Start(ctx, tracing.SpanAcquire, attribute.String("airlock.backend", t.backend.Name()))
+	defer span.End()
 	sb, source, err := t.p.sandbox(ctx, t.backend, s)
 	if err != nil {
+		tracing.Fail(span, err)
 		t.Cancel()
 		return nil, err
 	}
+	span.SetAttributes(attribute.String("airlock.start_source", source))
 	t.hold.Start()
 	l := &Lease{p: t.p, ticket: t, sb: sb, backend: t.backend.Name(), source: source, acquire: time.Since(start)}
 	t.p.metrics.acquire.WithLabelValues(t.kind.String(), source).Observe(l.acquire.Seconds())

@@ -67,7 +67,7 @@ func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
 	if len(blocking) == 0 {
 		return rec, nil
 	}
-	e := r.newExecution(rec)
+	e := r.newExecution(ctx, rec)
 	if err := r.cfg.Store.CreateExecution(ctx, e); err != nil {
 		return rec, fmt.Errorf("run: record the blocked execution: %w", err)
 	}

@@ -8,7 +8,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/protocol"
 )
 
@@ -124,8 +127,11 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	triedBefore := airlock.NetworkAttempts(ctx, sb)
 
 	t := time.Now()
-	p, start, err := r.start(ctx, sb, e, job, stdout, stderr)
+	runCtx, runSpan := tracing.Start(ctx, tracing.SpanRun, attribute.String("airlock.execution", e.ID))
+	defer runSpan.End() // ended below when the program has ended; this is for the early returns
+	p, start, err := r.start(runCtx, sb, e, job, stdout, stderr)
 	if err != nil {
+		tracing.Fail(runSpan, err)
 		if ctx.Err() != nil {
 			r.Fail(ctx, e, fmt.Errorf("the client went away before the program started: %w", ctx.Err()))
 			return e, ctx.Err()
@@ -153,6 +159,7 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	status, waitErr, how := r.wait(ctx, p, start, job)
 	e.DurationMS = time.Since(start).Milliseconds()
 	e.Phases[airlock.PhaseRun] = msOf(time.Since(start))
+	runSpan.End()
 	switch how {
 	case detached:
 		return e, restarting(e)
@@ -166,6 +173,8 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	}
 
 	t = time.Now()
+	ctx, collectSpan := tracing.Start(ctx, tracing.SpanCollect, attribute.String("airlock.execution", e.ID))
+	defer collectSpan.End()
 	if job.StopAfter {
 		if err := sb.Stop(ctx); err != nil {
 			err = fmt.Errorf("stop sandbox: %w", err)

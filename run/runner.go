@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/tracing"
 )
 
 // Target is a sandbox the caller holds (a provision.Lease).
@@ -60,15 +61,16 @@ func (r *Runner) Begin(ctx context.Context, rec Record) (*airlock.Execution, err
 	if err != nil {
 		return nil, err
 	}
-	e := r.newExecution(rec)
+	e := r.newExecution(ctx, rec)
 	if err := r.cfg.Store.CreateExecution(ctx, e); err != nil {
 		return nil, fmt.Errorf("run: record execution: %w", err)
 	}
 	return e, nil
 }
 
-// newExecution is the record of a run about to start.
-func (r *Runner) newExecution(rec Record) *airlock.Execution {
+// newExecution is the record of a run about to start, in the trace of
+// ctx's span (if any).
+func (r *Runner) newExecution(ctx context.Context, rec Record) *airlock.Execution {
 	sum := sha256.Sum256([]byte(rec.Code))
 	findings := []airlock.GuardFinding{}
 	if rec.screened != nil {
@@ -88,6 +90,7 @@ func (r *Runner) newExecution(rec Record) *airlock.Execution {
 		Phases:     map[string]float64{},
 		Findings:   findings,
 		CreatedAt:  r.cfg.Now().UTC(),
+		TraceID:    tracing.TraceID(ctx),
 	}
 }
 

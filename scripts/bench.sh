@@ -34,6 +34,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'echo "bench.sh: line $LINENO failed (exit $?)" >&2' ERR
 
 if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
 	echo "port $PORT is in use; set PORT to a free one" >&2

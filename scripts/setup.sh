@@ -13,6 +13,13 @@ STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
 # inside its own chroot.
 RUNSC_VERSION="v0.0.0-20260905035102-160fafc42237"
 RUNSC_STAMP=/usr/local/lib/airlock/runsc.version
+# SeaweedFS, the S3-compatible server the object-storage tests run
+# against (s3blobs, e2e): a pseudo-version of github.com/seaweedfs/seaweedfs,
+# built from its module (its go.mod has a replace directive, so go install
+# MOD@VERSION refuses it). Tests only; airlockd does not need it.
+WEED_VERSION="v0.0.0-20261109003541-7506e5f91cd6"
+WEED_BIN=/usr/local/lib/airlock/bin/weed
+WEED_STAMP=/usr/local/lib/airlock/weed.version
 
 step() { printf '\n==> %s\n' "$*"; }
 t0=$SECONDS
@@ -149,6 +156,33 @@ else
 		apt-get install -y -q runsc
 		mkdir -p "$(dirname "$RUNSC_STAMP")"
 		echo "debian-package" >"$RUNSC_STAMP"
+	fi
+fi
+
+if [ "${AIRLOCK_SETUP_TESTS:-}" = 1 ]; then
+	step "SeaweedFS ${WEED_VERSION} (the S3 server of the object-storage tests)"
+	if [ -x "$WEED_BIN" ] && [ -f "$WEED_STAMP" ] && [ "$(cat "$WEED_STAMP")" = "$WEED_VERSION" ]; then
+		echo "present: $WEED_BIN"
+	else
+		echo "building weed from the module (a large program: several minutes, up to 20 on two busy cores)..."
+		weed_dir="$(cd / && go mod download -json "github.com/seaweedfs/seaweedfs@${WEED_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		if [ -z "$weed_dir" ] || [ ! -f "$weed_dir/go.mod" ]; then
+			echo "setup: could not download github.com/seaweedfs/seaweedfs@${WEED_VERSION}" >&2
+			exit 1
+		fi
+		mkdir -p "$(dirname "$WEED_BIN")"
+		# go build -v names each package it compiles: show a count now
+		# and then, so a long build is seen to go on.
+		rm -f "$WEED_BIN.tmp"
+		if ! (cd "$weed_dir" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -v -o "$WEED_BIN.tmp" ./weed 2>&1) |
+			awk '/^go: downloading/ {next} {n++} n % 100 == 0 {printf "  ... %d packages\n", n; fflush()} /^(#|.*\.go:[0-9]+)/ {print}' ||
+			[ ! -x "$WEED_BIN.tmp" ]; then
+			echo "setup: building weed failed" >&2
+			exit 1
+		fi
+		mv "$WEED_BIN.tmp" "$WEED_BIN"
+		echo "$WEED_VERSION" >"$WEED_STAMP"
+		echo "installed $WEED_BIN ($("$WEED_BIN" version 2>/dev/null | head -1))"
 	fi
 fi
 

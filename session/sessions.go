@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/provision"
 )
 
@@ -131,6 +132,8 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 		Deadline: m.cfg.Now().Add(time.Duration(limits.TimeoutS) * time.Second),
 	}
 	var ticket *provision.Ticket
+	// One node: this one; a fleet places before it forwards.
+	tracing.Place(ctx, tracing.LocalNode)
 	if opts.resumeDir != "" { // a fork with process state: the parent's backend
 		ticket, err = m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
 	} else {

@@ -24,12 +24,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
 	"github.com/airlockhq/airlock/e2b"
 	"github.com/airlockhq/airlock/gvisor"
 	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/manager"
 	"github.com/airlockhq/airlock/microvm/jailer"
 	"github.com/airlockhq/airlock/provision"
@@ -74,6 +74,8 @@ type options struct {
 	quotas         quotaOptions
 	abuse          abuseOptions
 	keep           keepOptions
+	blobs          blobOptions
+	trace          traceOptions
 	store          storeOptions
 	fleet          fleetOptions
 }
@@ -110,6 +112,8 @@ func main() {
 	o.quotas.register(flag.CommandLine)
 	o.abuse.register(flag.CommandLine)
 	o.keep.register(flag.CommandLine)
+	o.blobs.register(flag.CommandLine)
+	o.trace.register(flag.CommandLine)
 	o.store.register(flag.CommandLine)
 	o.fleet.register(flag.CommandLine)
 	flag.Parse()
@@ -131,7 +135,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "airlockd: bad --log-level: %v\n", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Records logged with a request's context carry its trace_id and span_id.
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -177,10 +182,16 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(o.stateDir, "blobs")})
+	stopTracing, err := o.trace.setup(ctx, logger)
 	if err != nil {
 		return err
 	}
+	defer stopTracing()
+	blobs, err := o.blobs.open(ctx, o.stateDir, logger)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
 	images, err := image.NewStore(image.StoreConfig{StateDir: o.stateDir, AgentPath: o.agentPath})
 	if err != nil {
 		return err
@@ -223,6 +234,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}()
 	secrets := hostSecrets(o.stateDir, o.api.metricsKey)
+	o.blobs.addSecrets(secrets)
 	monitor, err := startAbuse(o.abuse, store, registry, logger)
 	if err != nil {
 		return err
@@ -359,7 +371,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
-	signingKey, err := loadOrCreateKey(filepath.Join(o.stateDir, "signing.key"))
+	signingKey, err := o.blobs.signingKey(o.stateDir)
 	if err != nil {
 		return err
 	}
@@ -420,7 +432,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		handler = fl.Handler(handler)
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           tracing.Middleware(handler), // the receive span of every request
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      o.maxTimeout + 2*time.Minute,

@@ -25,6 +25,7 @@ func testExecutionLifecycle(t *testing.T, bk Backend) {
 		Language:   airlock.Python,
 		Image:      "python-3.12@sha256:feed",
 		CodeSHA256: "c0de",
+		TraceID:    "4bf92f3577b34da6a3ce929d0e0e4736", // kept as given (migration 0014)
 	}
 	if err := db.CreateExecution(ctx, e); err != nil {
 		t.Fatal(err)
