@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/provision"
 	"github.com/airlockhq/airlock/session"
 )
@@ -176,6 +177,8 @@ func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSi
 		K:         o.k,
 		Prefix:    o.prefix,
 		LeaseFile: filepath.Join(stateDir, "fleet.lease"),
+		// Forwards carry the trace on (a forward span per hop).
+		Transport: &tracing.Transport{},
 		Logger:    logger,
 	})
 	if err != nil {
