@@ -25,19 +25,25 @@ const (
 	// SessionPaused: the sandbox was saved to disk on its node and is
 	// gone (no CPU or memory held); resume restores it.
 	SessionPaused SessionState = "paused"
+	// SessionLost: the node that held it left the fleet (its lease
+	// expired); the sandbox is gone with it or destroyed when the node
+	// comes back. Final; EndReason is EndNodeLost.
+	SessionLost SessionState = "lost"
 )
 
 // SessionStates lists every state in lifecycle order.
-var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionPaused, SessionDestroying, SessionDestroyed, SessionFailed}
+var SessionStates = []SessionState{SessionCreating, SessionReady, SessionBusy, SessionPaused, SessionDestroying, SessionDestroyed, SessionFailed, SessionLost}
 
 // sessionMoves is the state machine: the states each state may move to.
-// destroyed and failed are final.
+// destroyed, failed and lost are final. The fleet's reaper records lost
+// in the store from any state that is not final; a node destroying a
+// session it lost moves destroying to lost.
 var sessionMoves = map[SessionState][]SessionState{
 	SessionCreating:   {SessionReady, SessionDestroying, SessionFailed},
 	SessionReady:      {SessionBusy, SessionPaused, SessionDestroying, SessionFailed},
 	SessionPaused:     {SessionReady, SessionDestroying, SessionFailed},
 	SessionBusy:       {SessionReady, SessionDestroying, SessionFailed},
-	SessionDestroying: {SessionDestroyed, SessionFailed},
+	SessionDestroying: {SessionDestroyed, SessionFailed, SessionLost},
 }
 
 // ErrIllegalTransition is wrapped by the error of a refused state move.
@@ -60,7 +66,9 @@ func (s SessionState) Live() bool {
 }
 
 // Final reports whether s is an end state.
-func (s SessionState) Final() bool { return s == SessionDestroyed || s == SessionFailed }
+func (s SessionState) Final() bool {
+	return s == SessionDestroyed || s == SessionFailed || s == SessionLost
+}
 
 // Transition checks the move from s to next against the state machine. A
 // refused move is an error wrapping ErrIllegalTransition.
@@ -85,6 +93,7 @@ const (
 	EndCreateFailed    = "create_failed"    // the sandbox could not be made
 	EndPausedTooLong   = "paused_too_long"  // it stayed paused past the node's maximum
 	EndResumeFailed    = "resume_failed"    // its saved sandbox could not be restored
+	EndNodeLost        = "node_lost"        // its node left the fleet (state lost)
 	// An abuse detector killed the sandbox: AbuseReason(detector), e.g.
 	// "abuse:mining" (see AbusePrefix).
 )

@@ -22,13 +22,14 @@ func TestSessionTransitions(t *testing.T) {
 		dd = airlock.SessionDestroyed
 		f  = airlock.SessionFailed
 		p  = airlock.SessionPaused
+		l  = airlock.SessionLost
 	)
 	allowed := map[[2]airlock.SessionState]bool{
 		{c, r}: true, {c, dg}: true, {c, f}: true,
 		{r, b}: true, {r, dg}: true, {r, f}: true, {r, p}: true,
 		{p, r}: true, {p, dg}: true, {p, f}: true,
 		{b, r}: true, {b, dg}: true, {b, f}: true,
-		{dg, dd}: true, {dg, f}: true,
+		{dg, dd}: true, {dg, f}: true, {dg, l}: true,
 	}
 	for _, from := range airlock.SessionStates {
 		for _, to := range airlock.SessionStates {

@@ -54,6 +54,10 @@ type Config struct {
 	// LockTimeout is PostgreSQL's lock_timeout for the store's
 	// connections when the DSN sets none; DefaultLockTimeout if zero.
 	LockTimeout time.Duration
+	// NodeID is the fleet node this process is ("" without a fleet): new
+	// sessions and executions carry it, and what the reconciler ends at
+	// start (LiveSessions, FailRunningExecutions) is this node's alone.
+	NodeID string
 }
 
 // Validate reports whether c can be used to open a store.
@@ -110,6 +114,7 @@ type DB struct {
 	now       func() time.Time
 	opTimeout time.Duration
 	entropy   *ulid.LockedMonotonicReader
+	node      string // Config.NodeID
 }
 
 // Open connects to the database of cfg.DSN and applies any pending
@@ -128,6 +133,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	db := &DB{
 		pool:      pool,
+		node:      cfg.NodeID,
 		now:       cfg.Now,
 		opTimeout: cfg.OpTimeout,
 		entropy:   &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},

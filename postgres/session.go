@@ -46,11 +46,11 @@ func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
 	_, err = db.pool.Exec(ctx, `INSERT INTO sessions (
 		id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 		request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-		backend, start_source, sandbox_id
-	) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9, $10, $11, $12, $13, NULL, '', '', $14::jsonb, $15, $16, $17)`,
+		backend, start_source, sandbox_id, node_id
+	) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9, $10, $11, $12, $13, NULL, '', '', $14::jsonb, $15, $16, $17, $18)`,
 		id, s.TenantID, s.Image, string(s.Size), string(airlock.SessionCreating), limits, network,
 		usage, clean(s.IdempotencyKey), s.RequestHash, nanos(created), nanos(stamp(s.ExpiresAt, now)),
-		nanos(stamp(s.LastActiveAt, now)), cleanJSON(scopes), s.Backend, s.StartSource, s.SandboxID)
+		nanos(stamp(s.LastActiveAt, now)), cleanJSON(scopes), s.Backend, s.StartSource, s.SandboxID, db.node)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(s.TenantID)
@@ -96,7 +96,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 		tag, err := tx.Exec(ctx, `UPDATE sessions SET
 			state = $1, limits = $2::jsonb, network = $3::jsonb, usage = $4::jsonb, expires_at = $5, last_active_at = $6,
 			ended_at = $7, end_reason = $8, end_detail = $9, backend = $10, start_source = $11, sandbox_id = $12
-			WHERE id = $13 AND tenant_id = $14 AND state NOT IN ('destroyed', 'failed')`,
+			WHERE id = $13 AND tenant_id = $14 AND state NOT IN ('destroyed', 'failed', 'lost')`,
 			string(s.State), limits, network, usage, nanos(s.ExpiresAt), nanos(s.LastActiveAt),
 			nullNanos(s.EndedAt), clean(s.EndReason), clean(s.EndDetail), s.Backend, s.StartSource, s.SandboxID, s.ID, s.TenantID)
 		if err != nil {
@@ -176,7 +176,7 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 	limit = min(limit, MaxListLimit)
 	live := ""
 	if f.LiveOnly {
-		live = ` AND state NOT IN ('destroyed', 'failed')`
+		live = ` AND state NOT IN ('destroyed', 'failed', 'lost')`
 	}
 	var out []*airlock.Session
 	err := db.inReadTx(ctx, func(tx pgx.Tx) error {
@@ -218,13 +218,13 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 	return out, nil
 }
 
-// LiveSessions returns every session, of every tenant, that has not ended,
-// oldest first.
+// LiveSessions returns every session of this node (Config.NodeID), of
+// every tenant, that has not ended, oldest first.
 func (db *DB) LiveSessions(ctx context.Context) ([]*airlock.Session, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
 	rows, err := db.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE state NOT IN ('destroyed', 'failed') ORDER BY created_at, id`)
+		WHERE state NOT IN ('destroyed', 'failed', 'lost') AND node_id = $1 ORDER BY created_at, id`, db.node)
 	if err != nil {
 		return nil, wrap(ctx, "live sessions", err)
 	}

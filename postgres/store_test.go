@@ -35,6 +35,15 @@ func TestStore(t *testing.T) {
 			t.Helper()
 			return openDSN(t, dsn, now)
 		},
+		OpenNode: func(t *testing.T, dsn, node string) storetest.Store {
+			t.Helper()
+			db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, NodeID: node})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
 		DefaultListLimit: postgres.DefaultListLimit,
 		MaxListLimit:     postgres.MaxListLimit,
 	})

@@ -37,6 +37,10 @@ type Config struct {
 	BusyTimeout time.Duration
 	// MaxReaders caps the read pool; max(4, GOMAXPROCS) if zero.
 	MaxReaders int
+	// NodeID is the fleet node this process is ("" without a fleet): new
+	// sessions and executions carry it, and what the reconciler ends at
+	// start (LiveSessions, FailRunningExecutions) is this node's alone.
+	NodeID string
 }
 
 // Validate reports whether c can be used to open a database.
@@ -64,6 +68,7 @@ type DB struct {
 	read    *sql.DB
 	now     func() time.Time
 	entropy *ulid.LockedMonotonicReader
+	node    string // Config.NodeID
 }
 
 // Open opens (creating if needed) the database at cfg.Path and applies any
@@ -90,6 +95,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 
 	db := &DB{
+		node:    cfg.NodeID,
 		now:     cfg.Now,
 		entropy: &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)},
 	}

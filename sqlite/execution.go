@@ -40,12 +40,12 @@ func (db *DB) CreateExecution(ctx context.Context, e *airlock.Execution) error {
 		exec_id, tenant_id, session_id, agent_id, language, image, code_sha256, status,
 		exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, findings, trace_id
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
+		created_at, finished_at, findings, trace_id, node_id
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
 		id, e.TenantID, e.SessionID, e.AgentID, string(e.Language), e.Image, e.CodeSHA256,
 		string(airlock.StatusRunning), e.ExitCode, e.Stdout, e.Stderr, e.StdoutTruncated,
 		e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut, e.OOMKilled,
-		e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(created), encodeFindings(e.Findings), e.TraceID)
+		e.HadNetworkAttempt, e.Error, e.ArtifactsTruncated, nanos(created), encodeFindings(e.Findings), e.TraceID, db.node)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(e.TenantID)
@@ -293,14 +293,15 @@ func (db *DB) ListExecutions(ctx context.Context, f airlock.ExecutionFilter) ([]
 }
 
 // FailRunningExecutions marks failed, with the reason and finished now,
-// every running execution that is not of a live session, and returns how
-// many it marked. Executions of live sessions are the session service's
-// to adopt or fail when it recovers them.
+// every running execution of this node (Config.NodeID) that is not of a
+// live session, and returns how many it marked. Executions of live
+// sessions are the session service's to adopt or fail when it recovers
+// them.
 func (db *DB) FailRunningExecutions(ctx context.Context, reason string) (int, error) {
 	res, err := db.write.ExecContext(ctx, `UPDATE executions
 		SET status = 'failed', error = ?, finished_at = ?
-		WHERE status = 'running' AND (session_id = '' OR session_id NOT IN
-			(SELECT id FROM sessions WHERE state IN ('creating', 'ready', 'busy')))`, reason, nanos(db.now()))
+		WHERE status = 'running' AND node_id = ? AND (session_id = '' OR session_id NOT IN
+			(SELECT id FROM sessions WHERE state IN ('creating', 'ready', 'busy')))`, reason, nanos(db.now()), db.node)
 	if err != nil {
 		return 0, wrap("fail running executions", err)
 	}

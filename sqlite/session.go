@@ -43,11 +43,11 @@ func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
 	_, err = db.write.ExecContext(ctx, `INSERT INTO sessions (
 		id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 		request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-		backend, start_source, sandbox_id
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', ?, ?, ?, ?)`,
+		backend, start_source, sandbox_id, node_id
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', ?, ?, ?, ?, ?)`,
 		id, s.TenantID, s.Image, string(s.Size), string(airlock.SessionCreating), limits, network,
 		usage, s.IdempotencyKey, s.RequestHash, nanos(created), nanos(stamp(s.ExpiresAt, now)),
-		nanos(stamp(s.LastActiveAt, now)), string(scopes), s.Backend, s.StartSource, s.SandboxID)
+		nanos(stamp(s.LastActiveAt, now)), string(scopes), s.Backend, s.StartSource, s.SandboxID, db.node)
 	switch {
 	case isForeignKey(err):
 		return tenantNotFound(s.TenantID)
@@ -91,7 +91,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET
 			state = ?, limits = ?, network = ?, usage = ?, expires_at = ?, last_active_at = ?,
 			ended_at = ?, end_reason = ?, end_detail = ?, backend = ?, start_source = ?, sandbox_id = ?
-			WHERE id = ? AND tenant_id = ? AND state NOT IN ('destroyed', 'failed')`,
+			WHERE id = ? AND tenant_id = ? AND state NOT IN ('destroyed', 'failed', 'lost')`,
 			string(s.State), limits, network, usage, nanos(s.ExpiresAt), nanos(s.LastActiveAt),
 			nullNanos(s.EndedAt), s.EndReason, s.EndDetail, s.Backend, s.StartSource, s.SandboxID, s.ID, s.TenantID)
 		if err != nil {
@@ -169,7 +169,7 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 	limit = min(limit, MaxListLimit)
 	live := ""
 	if f.LiveOnly {
-		live = ` AND state NOT IN ('destroyed', 'failed')`
+		live = ` AND state NOT IN ('destroyed', 'failed', 'lost')`
 	}
 	var out []*airlock.Session
 	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
@@ -211,11 +211,11 @@ func (db *DB) ListSessions(ctx context.Context, f airlock.SessionFilter) ([]*air
 	return out, nil
 }
 
-// LiveSessions returns every session, of every tenant, that has not ended,
-// oldest first.
+// LiveSessions returns every session of this node (Config.NodeID), of
+// every tenant, that has not ended, oldest first.
 func (db *DB) LiveSessions(ctx context.Context) ([]*airlock.Session, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE state NOT IN ('destroyed', 'failed') ORDER BY created_at, id`)
+		WHERE state NOT IN ('destroyed', 'failed', 'lost') AND node_id = ? ORDER BY created_at, id`, db.node)
 	if err != nil {
 		return nil, wrap("live sessions", err)
 	}

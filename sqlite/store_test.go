@@ -25,6 +25,15 @@ func TestStore(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		},
+		OpenNode: func(t *testing.T, path, node string) storetest.Store {
+			t.Helper()
+			db, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, NodeID: node})
+			if err != nil {
+				t.Fatalf("Open(%s): %v", path, err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
 		DefaultListLimit: sqlite.DefaultListLimit,
 		MaxListLimit:     sqlite.MaxListLimit,
 	})

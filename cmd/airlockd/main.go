@@ -77,6 +77,7 @@ type options struct {
 	blobs          blobOptions
 	trace          traceOptions
 	store          storeOptions
+	fleet          fleetOptions
 }
 
 func main() {
@@ -114,12 +115,17 @@ func main() {
 	o.blobs.register(flag.CommandLine)
 	o.trace.register(flag.CommandLine)
 	o.store.register(flag.CommandLine)
+	o.fleet.register(flag.CommandLine)
 	flag.Parse()
 	if err := o.api.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
 	if err := o.store.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
+		os.Exit(2)
+	}
+	if err := o.fleet.resolve(o.listen); err != nil {
 		fmt.Fprintf(os.Stderr, "airlockd: %v\n", err)
 		os.Exit(2)
 	}
@@ -167,7 +173,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 
-	store, err := o.store.open(ctx, o.stateDir, logger)
+	nodeID := "" // a single node's records name no node, as before fleets
+	if o.fleet.enabled() {
+		nodeID = o.fleet.nodeID
+	}
+	store, err := o.store.open(ctx, o.stateDir, nodeID, logger)
 	if err != nil {
 		return err
 	}
@@ -298,11 +308,32 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// In a fleet, join first: a restart within the lease TTL takes its
+	// lease back, so the sessions recovered below are still this node's.
+	fl, etcdClient, err := startFleet(ctx, o.fleet, o.sessions.sizes, limits, o.sessions.max, o.maxConcurrent, o.stateDir, sessions, prov, store, logger)
+	if err != nil {
+		return err
+	}
+	if fl != nil {
+		defer etcdClient.Close()
+		defer func() { // after the sessions stopped (deferred later, so run earlier)
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := fl.Close(cctx, !o.keepSessions); err != nil {
+				logger.Error("leaving the fleet", "err", err)
+			}
+		}()
+	}
 	// At start, in this order: take back the sessions an earlier run left
 	// (their sandboxes kept running), end every other sandbox and network
 	// it left, record its one-shot runs as failed, then ready the pool.
 	if err := recoverSessions(ctx, sessions, logger); err != nil {
 		return err
+	}
+	if fl != nil {
+		if err := fl.Adopt(ctx); err != nil {
+			return fmt.Errorf("fleet: mapping the recovered sessions: %w", err)
+		}
 	}
 	if _, err := prov.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
@@ -394,6 +425,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		if o.e2b.enabled {
 			handler = e2bSrv.Wrap(handler)
 		}
+	}
+	if fl != nil {
+		// Any node takes any request: new runs and sessions are placed,
+		// a session's requests go to its node.
+		handler = fl.Handler(handler)
 	}
 	srv := &http.Server{
 		Handler:           tracing.Middleware(handler), // the receive span of every request

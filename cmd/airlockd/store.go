@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/seal"
 	"github.com/airlockhq/airlock/sqlite"
@@ -28,6 +29,7 @@ type metaStore interface {
 	airlock.AbuseStore
 	airlock.KeepStore
 	seal.KeyStore
+	fleet.Store
 }
 
 var (
@@ -83,10 +85,11 @@ func redact(s string) string {
 	return s
 }
 
-// open opens the store (applying its migrations).
-func (o storeOptions) open(ctx context.Context, stateDir string, logger *slog.Logger) (metaStore, error) {
+// open opens the store (applying its migrations). nodeID is the fleet
+// node's ("" without a fleet): its records carry it.
+func (o storeOptions) open(ctx context.Context, stateDir, nodeID string, logger *slog.Logger) (metaStore, error) {
 	if o.postgres() {
-		db, err := postgres.Open(ctx, postgres.Config{DSN: o.store})
+		db, err := postgres.Open(ctx, postgres.Config{DSN: o.store, NodeID: nodeID})
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)
 		}
@@ -94,7 +97,7 @@ func (o storeOptions) open(ctx context.Context, stateDir string, logger *slog.Lo
 		return db, nil
 	}
 	path := filepath.Join(stateDir, "airlock.db")
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path, NodeID: nodeID})
 	if err != nil {
 		return nil, err
 	}

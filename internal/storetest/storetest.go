@@ -22,6 +22,9 @@ type Store interface {
 	airlock.ExecutionCounter
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
+	// The fleet's reaper's (fleet.Store).
+	MarkNodeLost(ctx context.Context, nodeID, detail string) (sessions, executions int, err error)
+	LiveSessionNodes(ctx context.Context) ([]string, error)
 }
 
 // Backend is a store implementation under test.
@@ -34,6 +37,9 @@ type Backend struct {
 	// called more than once for one database: two handles, as two
 	// processes or two nodes would have.
 	Open func(t *testing.T, loc string, now func() time.Time) Store
+	// OpenNode opens a store on the database at loc as the fleet node
+	// named node ("" for none), with the real clock.
+	OpenNode func(t *testing.T, loc, node string) Store
 	// The implementation's list limits (ListExecutions and the others).
 	DefaultListLimit, MaxListLimit int
 }
@@ -84,13 +90,14 @@ var tests = []struct {
 	{"AbuseEvents", testAbuseEvents},
 	{"Quarantine", testQuarantine},
 	{"SnapshotsAndKeys", testSnapshotsAndKeys},
+	{"NodeScopedRecords", testNodeScopedRecords},
 }
 
 // Run runs the whole suite against b, each test in parallel on a
 // database of its own.
 func Run(t *testing.T, bk Backend) {
-	if bk.New == nil || bk.Open == nil || bk.DefaultListLimit <= 0 || bk.MaxListLimit < bk.DefaultListLimit {
-		t.Fatal("storetest: the Backend needs New, Open and its list limits")
+	if bk.New == nil || bk.Open == nil || bk.OpenNode == nil || bk.DefaultListLimit <= 0 || bk.MaxListLimit < bk.DefaultListLimit {
+		t.Fatal("storetest: the Backend needs New, Open, OpenNode and its list limits")
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -74,16 +74,18 @@ func applyLandlock(rules []landlockRule) (int, error) {
 	if abi >= 5 {
 		handled |= fsIoctlDev
 	}
-	attr := unix.LandlockRulesetAttr{Access_fs: handled}
-	size := unsafe.Sizeof(attr)
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
+	// The struct as far as Scoped (ABI 6); the quiet_* members after it
+	// are left out, as this code sets none of them.
+	size := unsafe.Offsetof(attr.Quiet_access_fs)
 	if abi >= 6 {
 		attr.Scoped = scopes
 	} else {
-		// Older kernels know a shorter struct: Access_fs (ABI 1-3), then
-		// Access_net (ABI 4).
+		// Older kernels know a shorter struct: Handled_access_fs (ABI
+		// 1-3), then Handled_access_net (ABI 4).
 		size = unsafe.Offsetof(attr.Scoped)
 		if abi < 4 {
-			size = unsafe.Offsetof(attr.Access_net)
+			size = unsafe.Offsetof(attr.Handled_access_net)
 		}
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)

@@ -1,0 +1,611 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/airlockhq/airlock/fleet"
+	"github.com/airlockhq/airlock/internal/etcdtest"
+	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/testpg"
+)
+
+// Settings of the fleet test: three nodes on this machine, each offering
+// fleetSessions small sessions (0.1 CPU, 128 MiB: gVisor sandboxes of
+// image base, no pool, no snapshots, no network; AIRLOCK_FLEET_SESSIONS
+// sets another number) and fleetRuns one-shot slots; leases of fleetTTL.
+const (
+	fleetNodes  = 3
+	fleetRuns   = 3
+	fleetTTL    = 3 * time.Second
+	fleetSecret = "fleet-e2e-secret-0123456789"
+)
+
+var fleetSessions = func() int {
+	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_FLEET_SESSIONS")); err == nil && n >= 4 {
+		return n
+	}
+	return 8
+}()
+
+// fleetNode is one airlockd of the fleet.
+type fleetNode struct {
+	id     string
+	tmp    string
+	parent string
+	addr   string // 127.0.0.1:port
+	args   []string
+	d      *daemon
+	cut    *cutProxies
+}
+
+func (n *fleetNode) url() string { return "http://" + n.addr }
+
+// testFleet is three airlockd nodes on one PostgreSQL and one etcd.
+type testFleet struct {
+	t     *testing.T
+	nodes []*fleetNode
+	key   string
+	pg    *testpg.Server
+	etcd  *etcdtest.Cluster
+	ecli  *clientv3.Client
+	bin   string
+
+	mu      sync.Mutex
+	daemons []*daemon
+}
+
+// startTestFleet starts PostgreSQL, etcd and the nodes (extra flags
+// appended to each node's), and cleans all up when the test ends.
+func startTestFleet(t *testing.T, extra []string) *testFleet {
+	testenv.RequireRoot(t)
+	testenv.RequireRunsc(t)
+	testenv.Image(t, "base")
+	agent := testenv.Agent(t)
+	if _, err := testpg.BinDir(); err != nil {
+		testreq.Skip(t, err.Error())
+	}
+	ctx := context.Background()
+	pg, err := testpg.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(); err != nil {
+			t.Errorf("stop PostgreSQL: %v", err)
+		}
+	})
+	if err := pg.CreateDatabase(ctx, "airlock"); err != nil {
+		t.Fatal(err)
+	}
+	tf := &testFleet{t: t, pg: pg, etcd: etcdtest.Start(t, 3)}
+	tf.ecli = tf.etcd.Client(t)
+	for i := 0; i < fleetNodes; i++ {
+		tmp, err := os.MkdirTemp("", fmt.Sprintf("airlock-fleet-n%d-", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &fleetNode{id: fmt.Sprintf("n%d", i), tmp: tmp, parent: "airlock-fleet-" + testenv.RandomID(), addr: freeLoopback(t)}
+		t.Cleanup(func() {
+			tf.mu.Lock()
+			defer tf.mu.Unlock()
+			crashCleanup(t, n.tmp, n.parent, tf.daemons)
+		})
+		if tf.bin == "" {
+			tf.bin = buildAirlockd(t, tmp)
+		}
+		shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
+		n.cut = newCutProxies(t, tf.etcd.Endpoints())
+		n.args = append([]string{"--listen", n.addr, "--state-dir", tmp, "--agent", agent, "--cgroup-parent", n.parent,
+			"--store", pg.URL("airlock"), "--no-egress", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
+			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
+			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
+			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false",
+			// CPU enough for every session slot (0.1 each) and the runs
+			// (1 each): the slots are what the test fills.
+			"--fleet-cpus", fmt.Sprint(float64(fleetSessions)/10 + fleetRuns + 1)}, extra...)
+		tf.nodes = append(tf.nodes, n)
+	}
+	for _, n := range tf.nodes { // one after another: the first makes tenant default
+		tf.start(n)
+	}
+	keyBytes, err := os.ReadFile(filepath.Join(tf.nodes[0].tmp, "default.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.key = strings.TrimSpace(string(keyBytes))
+	testreq.Eventually(t, 20*time.Second, "three members in etcd", func() bool { return len(tf.members()) == fleetNodes })
+	return tf
+}
+
+func (tf *testFleet) start(n *fleetNode) {
+	tf.t.Helper()
+	d := startDaemon(tf.t, tf.bin, n.args)
+	tf.mu.Lock()
+	tf.daemons = append(tf.daemons, d)
+	tf.mu.Unlock()
+	n.d = d
+}
+
+// members are the fleet's members as etcd has them.
+func (tf *testFleet) members() map[string]fleet.Node {
+	resp, err := tf.ecli.Get(context.Background(), fleet.DefaultPrefix+"nodes/", clientv3.WithPrefix())
+	out := map[string]fleet.Node{}
+	if err != nil {
+		return out
+	}
+	for _, kv := range resp.Kvs {
+		var n fleet.Node
+		if json.Unmarshal(kv.Value, &n) == nil {
+			out[n.ID] = n
+		}
+	}
+	return out
+}
+
+// call sends one request to a node with tenant default's key.
+func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
+	tf.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	return send(tf.t, method, n.url()+path, tf.key, r)
+}
+
+// TestFleet runs three airlockd nodes on one PostgreSQL database and one
+// three-member etcd cluster, all on loopback, and checks the fleet end
+// to end: runs sent to any node execute and are read from every node;
+// sessions made through all nodes at once land within every node's
+// declared capacity; the etcd leader stopped during a stream of requests
+// loses none of them; a node killed with SIGKILL has its sessions marked
+// lost within the lease TTL and a margin, new sessions go elsewhere, and
+// when it starts again it removes their sandboxes; a node cut off from
+// etcd past its TTL destroys its sessions' sandboxes and joins again
+// when etcd is back.
+//
+// etcd runs inside the test process (the embed package): the test
+// chooses its ports and data directories, knows which member leads, and
+// stops a member at once; each node reaches it through a loopback proxy
+// of the test's so that one node alone can be cut off from it.
+func TestFleet(t *testing.T) {
+	tf := startTestFleet(t, nil)
+	ctx := context.Background()
+	nodes, pg, etcd := tf.nodes, tf.pg, tf.etcd
+	members, call, start := tf.members, tf.call, tf.start
+
+	// 1. Runs through every node: each executes (somewhere) and its
+	// record is read from every node.
+	ranOn := map[string]int{}
+	for i := 0; i < 6; i++ {
+		resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo fleet-run"}`)
+		var e struct {
+			ID     string `json:"execution_id"`
+			Stdout string `json:"stdout"`
+		}
+		json.Unmarshal(resp.body, &e)
+		if resp.status != 200 || e.Stdout != "fleet-run\n" {
+			t.Fatalf("run %d through %s: %d %s", i, nodes[i%fleetNodes].id, resp.status, resp.body)
+		}
+		ranOn[resp.header.Get(fleet.HeaderNode)]++
+		for _, n := range nodes {
+			got := call(n, http.MethodGet, "/v1/executions/"+e.ID, "")
+			if got.status != 200 || !strings.Contains(string(got.body), "fleet-run") {
+				t.Errorf("run %s read on %s: %d %s", e.ID, n.id, got.status, got.body)
+			}
+		}
+	}
+	t.Logf("6 runs sent round-robin ran on %v", ranOn)
+
+	// 2. Sessions through every node at once, more than the fleet
+	// holds: exactly its capacity is made, within every node's.
+	asked := fleetNodes*fleetSessions + 6
+	type made struct{ id, node string }
+	var sessions []made
+	var refused atomic.Int64
+	var smu sync.Mutex
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := 0; i < asked; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/sessions", `{"image":"base","size":"small","timeout_s":900}`)
+			switch resp.status {
+			case http.StatusCreated:
+				var s struct {
+					ID string `json:"session_id"`
+				}
+				json.Unmarshal(resp.body, &s)
+				smu.Lock()
+				sessions = append(sessions, made{s.ID, resp.header.Get(fleet.HeaderNode)})
+				smu.Unlock()
+			case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				t.Errorf("create session: %d %s", resp.status, resp.body)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d session creations at once through %d nodes: %d made, %d refused, in %v", asked, fleetNodes, len(sessions), refused.Load(), time.Since(began).Round(time.Millisecond))
+	perNode := map[string][]string{}
+	for _, s := range sessions {
+		perNode[s.node] = append(perNode[s.node], s.id)
+	}
+	for id, ss := range perNode {
+		if len(ss) > fleetSessions {
+			t.Errorf("node %s took %d sessions; it declared %d", id, len(ss), fleetSessions)
+		}
+	}
+	if len(sessions) != fleetNodes*fleetSessions {
+		t.Errorf("%d sessions made; the fleet holds %d", len(sessions), fleetNodes*fleetSessions)
+	}
+	// The store agrees on where they are.
+	raw, err := pgx.Connect(ctx, pg.DSN("airlock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	rows, err := raw.Query(ctx, `SELECT node_id, count(*) FROM sessions WHERE state IN ('creating', 'ready', 'busy') GROUP BY node_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var node string
+		var n int
+		rows.Scan(&node, &n)
+		if n > fleetSessions || n != len(perNode[node]) {
+			t.Errorf("the store has %d live sessions on node %q; %d were made there, capacity %d", n, node, len(perNode[node]), fleetSessions)
+		}
+	}
+	rows.Close()
+	// A session's exec goes to its node from every node.
+	for _, n := range nodes {
+		s := sessions[0]
+		resp := call(n, http.MethodPost, "/v1/sessions/"+s.id+"/exec", `{"shell":"echo in-session"}`)
+		if resp.status != 200 || !strings.Contains(string(resp.body), "in-session") || resp.header.Get(fleet.HeaderNode) != s.node {
+			t.Errorf("exec in %s (on %s) through %s: %d from %s: %s", s.id, s.node, n.id, resp.status, resp.header.Get(fleet.HeaderNode), resp.body)
+		}
+	}
+
+	// 3. The etcd leader stops while requests stream in: none is lost.
+	// Half of them are session reads through a node that does not hold
+	// the session (the watch cache routes them), half are runs (each
+	// placed through etcd).
+	var served, failed atomic.Int64
+	var failures sync.Map
+	stop := make(chan struct{})
+	var swg sync.WaitGroup
+	for w := 0; w < fleetNodes; w++ {
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			for j := 0; j < 500; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				via := nodes[(w+j)%fleetNodes]
+				var resp rawResponse
+				if j%2 == 0 {
+					resp = call(via, http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo stream"}`)
+				} else {
+					resp = call(via, http.MethodGet, "/v1/sessions/"+sessions[(w+j)%len(sessions)].id, "")
+				}
+				if resp.status == 200 {
+					served.Add(1)
+				} else {
+					failed.Add(1)
+					failures.Store(fmt.Sprintf("%d %s", resp.status, clip(string(resp.body), 160)), true)
+				}
+			}
+		}()
+	}
+	testreq.Eventually(t, time.Minute, "requests before the leader stops", func() bool { return served.Load() >= 10 })
+	leader := etcd.Leader()
+	before := served.Load()
+	etcd.Stop(leader)
+	next := etcd.WaitLeader(t, 30*time.Second)
+	testreq.Eventually(t, 2*time.Minute, "requests after the new leader", func() bool { return served.Load() >= before+20 })
+	close(stop)
+	swg.Wait()
+	t.Logf("etcd leader m%d stopped (m%d leads now): %d requests served, %d failed", leader, next, served.Load(), failed.Load())
+	failures.Range(func(k, _ any) bool { t.Errorf("request failed across the leader loss: %s", k); return true })
+	etcd.Restart(t, leader)
+
+	// 4. SIGKILL a node: its sessions are lost within TTL + margin, and
+	// new sessions go elsewhere.
+	victim := nodes[2]
+	victimSessions := perNode[victim.id]
+	if len(victimSessions) == 0 {
+		t.Fatalf("no session on %s to lose", victim.id)
+	}
+	victim.d.kill(t)
+	killed := time.Now()
+	lostBy := fleetTTL + 5*time.Second
+	testreq.Eventually(t, lostBy+10*time.Second, "the killed node's sessions marked lost", func() bool {
+		for _, id := range victimSessions {
+			resp := call(nodes[0], http.MethodGet, "/v1/sessions/"+id, "")
+			var s struct {
+				State     string `json:"state"`
+				EndReason string `json:"end_reason"`
+			}
+			json.Unmarshal(resp.body, &s)
+			if s.State != "lost" || s.EndReason != "node_lost" {
+				return false
+			}
+		}
+		return true
+	})
+	detect := time.Since(killed)
+	t.Logf("SIGKILLed node %s: its %d sessions marked lost after %v (lease TTL %v)", victim.id, len(victimSessions), detect.Round(10*time.Millisecond), fleetTTL)
+	if detect > lostBy {
+		t.Errorf("the loss took %v to record; the bound is %v", detect, lostBy)
+	}
+	if _, ok := members()[victim.id]; ok {
+		t.Errorf("the killed node is still a member")
+	}
+	// Free room on the survivors, then new sessions land there only.
+	for _, id := range perNode[nodes[0].id][:2] {
+		call(nodes[1], http.MethodDelete, "/v1/sessions/"+id, "")
+	}
+	for _, id := range perNode[nodes[1].id][:2] {
+		call(nodes[0], http.MethodDelete, "/v1/sessions/"+id, "")
+	}
+	testreq.Eventually(t, 20*time.Second, "new sessions on the survivors", func() bool {
+		resp := call(nodes[0], http.MethodPost, "/v1/sessions", `{"image":"base","size":"small"}`)
+		if resp.status == 201 && resp.header.Get(fleet.HeaderNode) == victim.id {
+			t.Fatalf("a new session went to the killed node")
+		}
+		return resp.status == 201
+	})
+	// Its sandboxes outlived it; the node started again removes them
+	// (the fleet no longer assigns it those sessions).
+	left := runscProcesses(victim.tmp, 0)
+	start(victim)
+	testreq.Eventually(t, time.Minute, "the restarted node removes its lost sessions' sandboxes", func() bool {
+		return len(runscProcesses(victim.tmp, victim.d.pid())) == 0
+	})
+	t.Logf("the killed node left %d sandbox processes; after its restart none", len(left))
+	testreq.Eventually(t, 20*time.Second, "the restarted node is a member again", func() bool { _, ok := members()[victim.id]; return ok })
+
+	// 5. Cut a node off from etcd past its TTL: the fleet marks its
+	// sessions lost, the node destroys their sandboxes; etcd back, it
+	// joins again as a new incarnation.
+	cutNode := nodes[1]
+	var cutSessions []string
+	for _, id := range perNode[cutNode.id][2:] {
+		cutSessions = append(cutSessions, id)
+	}
+	oldInc := members()[cutNode.id].Incarnation
+	if len(runscProcesses(cutNode.tmp, cutNode.d.pid())) == 0 {
+		t.Fatalf("node %s runs no sandbox before the cut", cutNode.id)
+	}
+	cutNode.cut.cut()
+	testreq.Eventually(t, fleetTTL+30*time.Second, "the cut-off node's sessions marked lost", func() bool {
+		for _, id := range cutSessions {
+			var s struct{ State string }
+			json.Unmarshal(call(nodes[0], http.MethodGet, "/v1/sessions/"+id, "").body, &s)
+			if s.State != "lost" {
+				return false
+			}
+		}
+		return true
+	})
+	testreq.Eventually(t, 30*time.Second, "the cut-off node destroys its sessions' sandboxes", func() bool {
+		return len(runscProcesses(cutNode.tmp, cutNode.d.pid())) == 0
+	})
+	cutNode.cut.restore()
+	testreq.Eventually(t, 30*time.Second, "the node joins again as a new incarnation", func() bool {
+		m, ok := members()[cutNode.id]
+		return ok && m.Incarnation != oldInc
+	})
+	if !cutNode.d.running() {
+		t.Fatalf("the cut-off node exited\n%s", cutNode.d.logs())
+	}
+
+	// Clean stops: every node ends its sessions and leaves.
+	for _, n := range nodes {
+		n.d.stop(t)
+	}
+	testreq.Eventually(t, 10*time.Second, "no member left", func() bool { return len(members()) == 0 })
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cutProxies are loopback TCP proxies, one per etcd member, through
+// which one node reaches etcd; cut drops every connection and refuses
+// new ones until restore.
+type cutProxies struct {
+	mu     sync.Mutex
+	lns    []net.Listener
+	conns  map[net.Conn]bool
+	isCut  bool
+	closed bool
+}
+
+func newCutProxies(t *testing.T, targets []string) *cutProxies {
+	t.Helper()
+	p := &cutProxies{conns: map[net.Conn]bool{}}
+	for _, target := range targets {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.lns = append(p.lns, ln)
+		to := strings.TrimPrefix(target, "http://")
+		go p.serve(ln, to)
+	}
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *cutProxies) serve(ln net.Listener, to string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.isCut || p.closed {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = true
+		p.mu.Unlock()
+		go func() {
+			u, err := net.DialTimeout("tcp", to, 2*time.Second)
+			if err != nil {
+				p.drop(c)
+				return
+			}
+			p.mu.Lock()
+			if p.isCut || p.closed {
+				p.mu.Unlock()
+				u.Close()
+				p.drop(c)
+				return
+			}
+			p.conns[u] = true
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); p.drop(u) }()
+			io.Copy(c, u)
+			p.drop(c)
+		}()
+	}
+}
+
+func (p *cutProxies) drop(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *cutProxies) endpoints() []string {
+	var out []string
+	for _, ln := range p.lns {
+		out = append(out, "http://"+ln.Addr().String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (p *cutProxies) cut() {
+	p.mu.Lock()
+	p.isCut = true
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+func (p *cutProxies) restore() {
+	p.mu.Lock()
+	p.isCut = false
+	p.mu.Unlock()
+}
+
+func (p *cutProxies) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cut()
+	for _, ln := range p.lns {
+		ln.Close()
+	}
+}
+
+// TestBenchFleetRuns measures sustained one-shot runs per minute (bash
+// echo, gVisor, cold start: no pool, no snapshots) for benchWindow, with
+// as many clients as the members have run slots (fleetRuns each): a
+// fleet of one node; one node of three (it places over all three and
+// forwards); all three.
+// All on this one machine, so the three nodes share its cores. For
+// BENCHMARKS.md; run with AIRLOCK_BENCH_FLEET=1.
+func TestBenchFleetRuns(t *testing.T) {
+	if os.Getenv("AIRLOCK_BENCH_FLEET") == "" {
+		t.Skip("set AIRLOCK_BENCH_FLEET=1 to measure (not a test)")
+	}
+	const benchWindow = 40 * time.Second
+	tf := startTestFleet(t, nil)
+	load := func(via []*fleetNode, benchClients int) (perMin float64, failed int64, spread map[string]int) {
+		var ok, bad atomic.Int64
+		var mu sync.Mutex
+		spread = map[string]int{}
+		deadline := time.Now().Add(benchWindow)
+		var wg sync.WaitGroup
+		for c := 0; c < benchClients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(deadline) && i < 10000; i++ {
+					resp := tf.call(via[(c+i)%len(via)], http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo bench"}`)
+					if resp.status != 200 {
+						bad.Add(1)
+						continue
+					}
+					ok.Add(1)
+					mu.Lock()
+					spread[resp.header.Get(fleet.HeaderNode)]++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(ok.Load()) / benchWindow.Minutes(), bad.Load(), spread
+	}
+	n0, rest := tf.nodes[0], tf.nodes[1:]
+	for _, n := range rest {
+		n.d.stop(t)
+	}
+	testreq.Eventually(t, 20*time.Second, "one member", func() bool { return len(tf.members()) == 1 })
+	one, bad1, s1 := load([]*fleetNode{n0}, fleetRuns)
+	for _, n := range rest {
+		tf.start(n)
+	}
+	testreq.Eventually(t, 20*time.Second, "three members", func() bool { return len(tf.members()) == 3 })
+	via1, bad2, s2 := load([]*fleetNode{n0}, fleetNodes*fleetRuns)
+	all, bad3, s3 := load(tf.nodes, fleetNodes*fleetRuns)
+	t.Logf("runs/min over %v: one-node fleet, %d clients: %.0f (refused %d, ran on %v); through one node of three, %d clients: %.0f (refused %d, ran on %v); through all three, %d clients: %.0f (refused %d, ran on %v)",
+		benchWindow, fleetRuns, one, bad1, s1, fleetNodes*fleetRuns, via1, bad2, s2, fleetNodes*fleetRuns, all, bad3, s3)
+}

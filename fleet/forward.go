@@ -1,0 +1,435 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/httpapi"
+)
+
+// Headers between nodes, and the one every answer of a fleet carries.
+const (
+	// HeaderSecret marks a request forwarded by another node (its value
+	// is Config.Secret); a client's copy is dropped.
+	HeaderSecret = "X-Airlock-Fleet-Secret"
+	// HeaderReservation names the reservation a forwarded creation was
+	// placed with.
+	HeaderReservation = "X-Airlock-Fleet-Reservation"
+	// HeaderNode names the node that served the request.
+	HeaderNode = "X-Airlock-Node"
+)
+
+// E2B's header naming the sandbox of a data-plane request.
+const headerE2BSandbox = "E2b-Sandbox-Id"
+
+// placeWait bounds how long a placement waits for etcd to answer (a
+// leader election takes about a second).
+const placeWait = 15 * time.Second
+
+// maxForwardTries bounds the nodes one placed request is forwarded to
+// when the chosen ones cannot be reached.
+const maxForwardTries = 3
+
+// Handler routes every request of the API: new runs and sessions are
+// placed and forwarded to their node, requests for a session go to the
+// node that holds it, everything else (records, lists, artifacts, all
+// in the shared store) is served by local.
+func (f *Fleet) Handler(local http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer := f.fromPeer(r)
+		alloc := r.Header.Get(HeaderReservation)
+		r.Header.Del(HeaderSecret)
+		r.Header.Del(HeaderReservation)
+		if peer {
+			f.serveLocal(w, r, local, alloc)
+			return
+		}
+		kind, sid := classify(r)
+		switch {
+		case kind != "":
+			f.servePlaced(w, r, local, kind)
+		case sid != "":
+			f.serveOwned(w, r, local, sid)
+		default:
+			f.serveLocal(w, r, local, "")
+		}
+	})
+}
+
+func (f *Fleet) fromPeer(r *http.Request) bool {
+	v := r.Header.Get(HeaderSecret)
+	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(f.cfg.Secret)) == 1
+}
+
+// classify says whether a request is placed (and as what), or is for a
+// session (and which).
+func classify(r *http.Request) (Kind, string) {
+	p := r.URL.Path
+	if r.Method == http.MethodPost {
+		switch p {
+		case "/v1/execute", "/v1/sandbox/execute":
+			return KindRun, ""
+		case "/v1/sessions", "/sandboxes", "/v2/sandboxes":
+			return KindSession, ""
+		}
+	}
+	if id := r.Header.Get(headerE2BSandbox); id != "" {
+		return "", id
+	}
+	for _, pre := range []string{"/v1/sessions/", "/sandboxes/", "/v2/sandboxes/"} {
+		if rest, ok := strings.CutPrefix(p, pre); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			return "", id
+		}
+	}
+	return "", ""
+}
+
+// placeBody is what placement reads of a request body (native and E2B).
+type placeBody struct {
+	Image      string `json:"image"`
+	TemplateID string `json:"templateID"`
+	Language   string `json:"language"`
+	Size       string `json:"size"`
+	Isolation  string `json:"isolation"`
+}
+
+func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.Handler, kind Kind) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxPlacedBodyBytes+1))
+	if err != nil {
+		f.problem(w, airlock.Errorf(airlock.EINVALID, "reading the request body: %v", err))
+		return
+	}
+	if len(body) > MaxPlacedBodyBytes {
+		f.problem(w, airlock.Problem(airlock.ETOOLARGE, "body-too-large", "the request body is larger than %d bytes", MaxPlacedBodyBytes))
+		return
+	}
+	var pb placeBody
+	if json.Unmarshal(body, &pb) != nil {
+		// Not JSON: the local handler answers with the right problem.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.serveLocal(w, r, local, "")
+		return
+	}
+	req := Request{Kind: kind, Image: pb.Image, Language: pb.Language, Size: pb.Size, Isolation: pb.Isolation}
+	if req.Image == "" {
+		req.Image = pb.TemplateID
+	}
+	skip := map[string]bool{}
+	for try := 0; ; try++ {
+		res, n, err := f.placeRetry(r.Context(), req, skip)
+		if err != nil {
+			f.problem(w, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		if n.ID == f.cfg.NodeID {
+			sw := &statusWriter{ResponseWriter: w}
+			f.serveLocal(sw, r, local, res.ID)
+			if kind == KindRun || sw.status/100 != 2 {
+				f.release(r.Context(), res)
+			}
+			return
+		}
+		status, err := f.forward(w, r, n, res.ID)
+		if kind == KindRun || status/100 != 2 {
+			f.release(r.Context(), res)
+		}
+		if err == nil || status != 0 {
+			return
+		}
+		skip[n.ID] = true
+		f.log.Warn("fleet: a node did not take a forwarded request; placing it again", "node", n.ID, "err", err)
+		if try+1 >= maxForwardTries || r.Context().Err() != nil {
+			f.problem(w, airlock.Problem(airlock.EUNAVAILABLE, "fleet-node-unreachable",
+				"the nodes chosen for this request could not be reached").RetryLater(2*time.Second))
+			return
+		}
+	}
+}
+
+// placeRetry is place, waiting out a while when etcd does not answer
+// (a leader election) instead of failing the request.
+func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]bool) (*Reservation, Node, error) {
+	deadline := time.Now().Add(placeWait)
+	wait := 20 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, n, err := f.place(pctx, req, skip)
+		cancel()
+		var e *airlock.Error
+		// A run that finds every slot taken waits for one, as a node's
+		// own admission queues runs; a full fleet of sessions is an
+		// answer at once (their slots are held for minutes).
+		again := errors.As(err, &e) && (e.Type == problemEtcd || e.Type == problemBusy || (e.Type == ProblemFull && req.Kind == KindRun))
+		if err == nil || !again || time.Now().After(deadline) || ctx.Err() != nil {
+			return res, n, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, Node{}, err
+		case <-f.allocs.changed: // a reservation came or went
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+func (f *Fleet) serveOwned(w http.ResponseWriter, r *http.Request, local http.Handler, sid string) {
+	owner, ok := f.Owner(r.Context(), sid)
+	if !ok || owner == f.cfg.NodeID {
+		f.serveLocal(w, r, local, "")
+		return
+	}
+	n, ok := f.member(owner)
+	if !ok {
+		// Its node is gone: the shared store says what became of it.
+		f.serveLocal(w, r, local, "")
+		return
+	}
+	if status, err := f.forward(w, r, n, ""); err != nil && status == 0 {
+		f.problem(w, airlock.Problem(airlock.EUNAVAILABLE, "session-node-unreachable",
+			"the node holding session %s cannot be reached now", sid).RetryLater(2*time.Second))
+	}
+}
+
+// serveLocal serves a request here. A session made here is mapped to this
+// node before its answer goes out (so the next request, through any node,
+// finds it); a session deleted here is unmapped.
+func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Handler, alloc string) {
+	w.Header().Set(HeaderNode, f.cfg.NodeID)
+	creates := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/sandboxes" ||
+		r.URL.Path == "/v2/sandboxes" || (strings.HasPrefix(r.URL.Path, "/v1/sessions/") && strings.HasSuffix(r.URL.Path, "/fork")))
+	if !creates {
+		sw := &statusWriter{ResponseWriter: w}
+		local.ServeHTTP(sw, r)
+		if r.Method == http.MethodDelete && sw.status/100 == 2 {
+			if _, sid := classify(r); sid != "" && !strings.Contains(strings.TrimPrefix(r.URL.Path, "/v1/sessions/"), "/") {
+				f.dropLocal(r.Context(), sid)
+			}
+		}
+		return
+	}
+	if alloc != "" {
+		f.mu.Lock()
+		f.inflight[alloc] = true
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			delete(f.inflight, alloc)
+			f.mu.Unlock()
+		}()
+	}
+	buf := &bufferWriter{header: http.Header{}}
+	local.ServeHTTP(buf, r)
+	if buf.status == http.StatusCreated {
+		for i, id := range createdIDs(buf.body.Bytes()) {
+			a := ""
+			if i == 0 {
+				a = alloc
+			}
+			if a == "" {
+				a = f.selfReserve(r.Context(), KindSession)
+			}
+			if err := f.bind(r.Context(), id, a); err != nil {
+				f.log.Error("fleet: mapping a new session to this node", "session", id, "err", err)
+			}
+		}
+	}
+	for k, v := range buf.header {
+		w.Header()[k] = v
+	}
+	if buf.status == 0 {
+		buf.status = http.StatusOK
+	}
+	w.WriteHeader(buf.status)
+	_, _ = w.Write(buf.body.Bytes())
+}
+
+// selfReserve takes a session's share on this node for a session that
+// came without a placement (a fork's children): best effort, as the
+// session exists already.
+func (f *Fleet) selfReserve(ctx context.Context, kind Kind) string {
+	d, err := f.cfg.Demand(Request{Kind: kind})
+	if err != nil {
+		return ""
+	}
+	res, err := f.reserve(ctx, f.Self(), kind, d)
+	if err != nil {
+		f.log.Warn("fleet: a session made without a placement has no reservation", "err", err)
+		return ""
+	}
+	return res.ID
+}
+
+// dropLocal unmaps a session this node deleted.
+func (f *Fleet) dropLocal(ctx context.Context, sid string) {
+	v, ok := f.sessions.get(f.cfg.sessionKey(sid))
+	if !ok {
+		return
+	}
+	var b binding
+	if json.Unmarshal(v, &b) == nil && b.Node == f.cfg.NodeID {
+		f.unbind(ctx, sid, b)
+	}
+}
+
+// createdIDs returns the session IDs an answer made: a session
+// ("session_id"), an E2B sandbox ("sandboxID") or a fork ("sessions":
+// [{"session_id"}]).
+func createdIDs(body []byte) []string {
+	var v struct {
+		ID        string `json:"session_id"`
+		SandboxID string `json:"sandboxID"`
+		Sessions  []struct {
+			ID string `json:"session_id"`
+		} `json:"sessions"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range []string{v.ID, v.SandboxID} {
+		if s != "" {
+			out = append(out, s)
+			break
+		}
+	}
+	for _, s := range v.Sessions {
+		if s.ID != "" {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// hop is one forward, carried to the proxy's Rewrite in the context.
+type hop struct {
+	target *url.URL
+	alloc  string
+	err    error
+}
+
+type hopKey struct{}
+
+// forward reverse-proxies r to node n, streaming both ways (event
+// streams are flushed as they come). It returns the status the node
+// answered, or 0 and the error when no answer began.
+func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc string) (int, error) {
+	target, err := url.Parse(n.Addr)
+	if err != nil {
+		return 0, err
+	}
+	h := &hop{target: target, alloc: alloc}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			h := pr.In.Context().Value(hopKey{}).(*hop)
+			pr.SetURL(h.target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderSecret, f.cfg.Secret)
+			if h.alloc != "" {
+				pr.Out.Header.Set(HeaderReservation, h.alloc)
+			}
+		},
+		Transport:     f.transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			r.Context().Value(hopKey{}).(*hop).err = err
+		},
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	rp.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), hopKey{}, h)))
+	if h.err != nil && sw.status == 0 {
+		return 0, h.err
+	}
+	return sw.status, h.err
+}
+
+// problem writes err as an RFC 9457 problem.
+func (f *Fleet) problem(w http.ResponseWriter, err error) {
+	var e *airlock.Error
+	if !errors.As(err, &e) {
+		e = airlock.Errorf(airlock.EINTERNAL, "internal error")
+		f.log.Error("fleet: request failed", "err", err)
+	}
+	status := httpapi.StatusFor(e.Code)
+	typ := e.Type
+	if typ == "" {
+		typ = strings.ReplaceAll(e.Code, "_", "-")
+	}
+	p := httpapi.Problem{Type: httpapi.ProblemTypePrefix + typ, Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code}
+	if d := airlock.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", httpapi.RetryAfterSeconds(d))
+	}
+	w.Header().Set("Content-Type", httpapi.ProblemContentType)
+	w.Header().Set(HeaderNode, f.cfg.NodeID)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// statusWriter remembers the status written through it; it passes
+// flushes, hijacks and deadlines on (event streams need them).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if fl, ok := s.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.ResponseWriter).Hijack()
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// bufferWriter holds a whole (small, JSON) answer until the fleet has
+// recorded what it made.
+type bufferWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header { return b.header }
+func (b *bufferWriter) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+func (b *bufferWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
