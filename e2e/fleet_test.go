@@ -2,11 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +26,7 @@ import (
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/etcdtest"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/s3test"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
 )
@@ -67,6 +71,7 @@ type testFleet struct {
 	etcd  *etcdtest.Cluster
 	ecli  *clientv3.Client
 	bin   string
+	env   []string // added to every node's environment
 
 	mu      sync.Mutex
 	daemons []*daemon
@@ -75,6 +80,12 @@ type testFleet struct {
 // startTestFleet starts PostgreSQL, etcd and the nodes (extra flags
 // appended to each node's), and cleans all up when the test ends.
 func startTestFleet(t *testing.T, extra []string) *testFleet {
+	return startTestFleetEnv(t, extra, nil)
+}
+
+// startTestFleetEnv is startTestFleet with variables added to every
+// node's environment.
+func startTestFleetEnv(t *testing.T, extra, env []string) *testFleet {
 	testenv.RequireRoot(t)
 	testenv.RequireRunsc(t)
 	testenv.Image(t, "base")
@@ -95,7 +106,7 @@ func startTestFleet(t *testing.T, extra []string) *testFleet {
 	if err := pg.CreateDatabase(ctx, "airlock"); err != nil {
 		t.Fatal(err)
 	}
-	tf := &testFleet{t: t, pg: pg, etcd: etcdtest.Start(t, 3)}
+	tf := &testFleet{t: t, pg: pg, etcd: etcdtest.Start(t, 3), env: env}
 	tf.ecli = tf.etcd.Client(t)
 	for i := 0; i < fleetNodes; i++ {
 		tmp, err := os.MkdirTemp("", fmt.Sprintf("airlock-fleet-n%d-", i))
@@ -137,7 +148,7 @@ func startTestFleet(t *testing.T, extra []string) *testFleet {
 
 func (tf *testFleet) start(n *fleetNode) {
 	tf.t.Helper()
-	d := startDaemon(tf.t, tf.bin, n.args)
+	d := startDaemonEnv(tf.t, tf.bin, n.args, tf.env)
 	tf.mu.Lock()
 	tf.daemons = append(tf.daemons, d)
 	tf.mu.Unlock()
@@ -186,29 +197,54 @@ func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
 // stops a member at once; each node reaches it through a loopback proxy
 // of the test's so that one node alone can be cut off from it.
 func TestFleet(t *testing.T) {
-	tf := startTestFleet(t, nil)
+	// Artifacts in one real S3-compatible bucket, and one signing key
+	// file for every node: a URL one node signs downloads from any.
+	s3 := s3test.Start(t)
+	keyFile := filepath.Join(t.TempDir(), "signing.key")
+	signingKey := make([]byte, 32)
+	rand.Read(signingKey)
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(signingKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf := startTestFleetEnv(t, []string{"--blobs", s3.BucketURL("prefix=fleet/"), "--signing-key-file", keyFile}, s3.Env())
 	ctx := context.Background()
 	nodes, pg, etcd := tf.nodes, tf.pg, tf.etcd
 	members, call, start := tf.members, tf.call, tf.start
 
-	// 1. Runs through every node: each executes (somewhere) and its
-	// record is read from every node.
+	// 1. Runs through every node: each executes (somewhere), its record
+	// is read from every node, and its artifact downloads by its signed
+	// URL from every node.
 	ranOn := map[string]int{}
 	for i := 0; i < 6; i++ {
-		resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo fleet-run"}`)
+		code := fmt.Sprintf(`echo fleet-run; echo artifact-%d > out.txt`, i)
+		body, _ := json.Marshal(map[string]string{"language": "bash", "code": code})
+		resp := call(nodes[i%fleetNodes], http.MethodPost, "/v1/execute", string(body))
 		var e struct {
-			ID     string `json:"execution_id"`
-			Stdout string `json:"stdout"`
+			ID        string `json:"execution_id"`
+			Stdout    string `json:"stdout"`
+			Artifacts []struct {
+				Filename string `json:"filename"`
+				URL      string `json:"url"`
+			} `json:"artifacts"`
 		}
 		json.Unmarshal(resp.body, &e)
-		if resp.status != 200 || e.Stdout != "fleet-run\n" {
+		if resp.status != 200 || e.Stdout != "fleet-run\n" || len(e.Artifacts) != 1 || e.Artifacts[0].Filename != "out.txt" {
 			t.Fatalf("run %d through %s: %d %s", i, nodes[i%fleetNodes].id, resp.status, resp.body)
 		}
 		ranOn[resp.header.Get(fleet.HeaderNode)]++
+		signed, err := url.Parse(e.Artifacts[0].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, n := range nodes {
 			got := call(n, http.MethodGet, "/v1/executions/"+e.ID, "")
 			if got.status != 200 || !strings.Contains(string(got.body), "fleet-run") {
 				t.Errorf("run %s read on %s: %d %s", e.ID, n.id, got.status, got.body)
+			}
+			// The same signed URL, asked of this node, without a key.
+			dl := send(t, http.MethodGet, n.url()+signed.RequestURI(), "", nil)
+			if want := fmt.Sprintf("artifact-%d\n", i); dl.status != 200 || string(dl.body) != want {
+				t.Errorf("artifact of run %s by its signed URL from %s: %d %q, want %q", e.ID, n.id, dl.status, clip(string(dl.body), 200), want)
 			}
 		}
 	}
