@@ -4,13 +4,10 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/airlockhq/airlock/internal/migrations"
 )
 
 //go:embed migrations/*.sql
@@ -20,42 +17,6 @@ var migrationFS embed.FS
 // same on every node ("airlock" "migr" in ASCII).
 const migrateLock int64 = 0x61_69_72_6c_6d_69_67_72
 
-// migration is one numbered file of migrations/, e.g. 0001_init.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("postgres: migration %s: name must be NNNN_description.sql", base)
-		}
-		if other, dup := seen[v]; dup {
-			return nil, fmt.Errorf("postgres: migrations %s and %s share version %d", other, base, v)
-		}
-		seen[v] = base
-		b, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
-
 // migrate applies every migration not yet recorded in schema_migrations,
 // each in its own transaction with its record, so a crash leaves the
 // schema at a whole version. It holds a session-level advisory lock on
@@ -64,7 +25,7 @@ func loadMigrations() ([]migration, error) {
 // closed after, which releases the lock even if unlocking failed.
 // Re-running it is a no-op.
 func (db *DB) migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
+	ms, err := migrations.Load(migrationFS, "migrations/*.sql", "postgres")
 	if err != nil {
 		return err
 	}
@@ -93,15 +54,15 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err := conn.QueryRow(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&newest); err != nil {
 		return wrap(ctx, "migrate", err)
 	}
-	if len(ms) > 0 && newest != nil && *newest > int64(ms[len(ms)-1].version) {
+	if len(ms) > 0 && newest != nil && *newest > int64(ms[len(ms)-1].Version) {
 		return fmt.Errorf("postgres: database schema version %d is newer than this binary's %d",
-			*newest, ms[len(ms)-1].version)
+			*newest, ms[len(ms)-1].Version)
 	}
 	for _, m := range ms {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var n int
 			if err := tx.QueryRow(ctx,
-				`SELECT count(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
+				`SELECT count(*) FROM schema_migrations WHERE version = $1`, m.Version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
@@ -109,16 +70,16 @@ func (db *DB) migrate(ctx context.Context) error {
 			}
 			// No arguments: the simple protocol, which runs every
 			// statement of the file.
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx,
 				`INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, nanos(db.now()))
+				m.Version, m.Name, nanos(db.now()))
 			return err
 		})
 		if err != nil {
-			return wrap(ctx, "migration "+m.name, err)
+			return wrap(ctx, "migration "+m.Name, err)
 		}
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrateLock); err != nil {
