@@ -97,6 +97,37 @@ func RandomID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// testBackend is what the end of a test needs of a backend it made.
+type testBackend interface {
+	Reconcile(ctx context.Context) ([]string, error)
+	CheckClean(ctx context.Context) error
+	RemoveAll() error
+}
+
+// cleanUpAtEnd makes the test's end reconcile away every sandbox b left,
+// fail the test if any was left or anything of them remains on the host,
+// and remove b's state and its directory dir.
+func cleanUpAtEnd(t testing.TB, b testBackend, dir string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ids, err := b.Reconcile(ctx)
+		if err != nil {
+			t.Errorf("reconcile at cleanup: %v", err)
+		}
+		if len(ids) > 0 {
+			t.Errorf("sandboxes left behind at test end: %v", ids)
+		}
+		if err := b.CheckClean(ctx); err != nil {
+			t.Errorf("host not clean after the test: %v", err)
+		}
+		if err := b.RemoveAll(); err != nil {
+			t.Errorf("remove backend state: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+}
+
 // GVisor returns a gVisor backend with its own state directory and cgroup
 // parent. When the test ends, every sandbox it left is reconciled away and
 // the test fails if anything of them remains on the host.
@@ -117,24 +148,7 @@ func GVisor(t testing.TB) *gvisor.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		ids, err := b.Reconcile(ctx)
-		if err != nil {
-			t.Errorf("reconcile at cleanup: %v", err)
-		}
-		if len(ids) > 0 {
-			t.Errorf("sandboxes left behind at test end: %v", ids)
-		}
-		if err := b.CheckClean(ctx); err != nil {
-			t.Errorf("host not clean after the test: %v", err)
-		}
-		if err := b.RemoveAll(); err != nil {
-			t.Errorf("remove backend state: %v", err)
-		}
-		os.RemoveAll(dir)
-	})
+	cleanUpAtEnd(t, b, dir)
 	return b
 }
 
@@ -163,26 +177,12 @@ func Namespaces(t testing.TB) *namespaces.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cleanUpAtEnd(t, b, dir)
+	// Cleanups run last first: the backend is closed before the sweep.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		if err := b.Close(); err != nil {
 			t.Errorf("close backend: %v", err)
 		}
-		ids, err := b.Reconcile(ctx)
-		if err != nil {
-			t.Errorf("reconcile at cleanup: %v", err)
-		}
-		if len(ids) > 0 {
-			t.Errorf("sandboxes left behind at test end: %v", ids)
-		}
-		if err := b.CheckClean(ctx); err != nil {
-			t.Errorf("host not clean after the test: %v", err)
-		}
-		if err := b.RemoveAll(); err != nil {
-			t.Errorf("remove backend state: %v", err)
-		}
-		os.RemoveAll(dir)
 	})
 	return b
 }
@@ -235,23 +235,6 @@ func MicroVM(t testing.TB) *microvm.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		ids, err := b.Reconcile(ctx)
-		if err != nil {
-			t.Errorf("reconcile at cleanup: %v", err)
-		}
-		if len(ids) > 0 {
-			t.Errorf("sandboxes left behind at test end: %v", ids)
-		}
-		if err := b.CheckClean(ctx); err != nil {
-			t.Errorf("host not clean after the test: %v", err)
-		}
-		if err := b.RemoveAll(); err != nil {
-			t.Errorf("remove backend state: %v", err)
-		}
-		os.RemoveAll(dir)
-	})
+	cleanUpAtEnd(t, b, dir)
 	return b
 }
