@@ -3,8 +3,8 @@
 // artifacts, images, limits), the interfaces that implementations satisfy
 // (Backend, Sandbox, Store, Blobs) and the one error type with its codes.
 //
-// It must not import any implementation package: gvisor, sqlite, blobdir,
-// httpapi and the rest depend on it, never the other way round.
+// It must not import any implementation package: backend/gvisor, store/sqlite, blob/disk,
+// api/rest and the rest depend on it, never the other way round.
 //
 // # Backends
 //

@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // The channel (protocol.OpChannel): a unix socket path where the host

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/agent"
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // channelHarness is an agent run with agent.Run, first over a pipe, and a

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // Code contexts: persistent interpreters (runners) the agent keeps for the

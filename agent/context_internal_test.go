@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // FuzzParseRunnerLine feeds arbitrary lines, as a runner whose user code

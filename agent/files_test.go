@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/protocol"
 )
 
 func (h *harness) put(p string, mode uint32, data []byte) error {

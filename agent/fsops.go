@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // mkdir makes p and its missing parents (protocol.OpMkdir).

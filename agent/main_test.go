@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/agent"
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // TestMain fails the run if goroutines or child processes started by the

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // Retained programs (protocol.ExecRequest.RetainBytes): they outlive the

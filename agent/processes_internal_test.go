@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // The table keeps at most MaxRetained ended programs, dropping the

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // Config configures the agent.

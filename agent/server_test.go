@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/agent"
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 func TestHealth(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 //go:embed runners/python_warm.py

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/protocol"
 )
 
 func TestWarmPython(t *testing.T) {

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
-	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/blob/disk"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // kinds maps apiVersion/kind to a new object of its API type. A manifest
@@ -462,12 +462,12 @@ func TestProbePathsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	blobs, err := blobdir.New(blobdir.Config{Dir: filepath.Join(dir, "blobs")})
+	blobs, err := disk.New(disk.Config{Dir: filepath.Join(dir, "blobs")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer blobs.Close()
-	api, err := httpapi.New(httpapi.Config{Store: store, Blobs: blobs, Executor: noExecutor{}, SigningKey: bytes.Repeat([]byte("k"), 32),
+	api, err := rest.New(rest.Config{Store: store, Blobs: blobs, Executor: noExecutor{}, SigningKey: bytes.Repeat([]byte("k"), 32),
 		Ready: func(context.Context) error { return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -16,10 +16,10 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/service/image"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // TestMicroVMEndToEnd runs airlockd with --microvm for a tenant whose

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/s3test"
 )
@@ -137,7 +137,7 @@ print("drawn")`
 	}
 	exp, _ := strconv.ParseInt(u.Query().Get("expires"), 10, 64)
 	base := u.Scheme + "://" + u.Host
-	if want := httpapi.SignArtifactURL([]byte(hex.EncodeToString(signingKey)), base, e.TenantID, a.ID, time.Unix(exp, 0)); a.URL != want {
+	if want := rest.SignArtifactURL([]byte(hex.EncodeToString(signingKey)), base, e.TenantID, a.ID, time.Unix(exp, 0)); a.URL != want {
 		t.Errorf("artifact URL %s is not the one the shared key signs (%s)", a.URL, want)
 	}
 	tampered := strings.Replace(a.URL, "token=", "token=00", 1)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/api/rest"
 )
 
 // TestProblemResponses sends bad requests to the real stack over raw HTTP
@@ -53,7 +53,7 @@ func TestProblemResponses(t *testing.T) {
 			}
 			r := s.do(t, http.MethodPost, "/v1/execute", tt.key, strings.NewReader(tt.body), h)
 			p := r.problem(t, tt.status)
-			if want := httpapi.ProblemTypePrefix + tt.typ; p.Type != want {
+			if want := rest.ProblemTypePrefix + tt.typ; p.Type != want {
 				t.Errorf("type %q, want %q (detail %q)", p.Type, want, p.Detail)
 			}
 			if tt.status == http.StatusUnauthorized && r.header.Get("WWW-Authenticate") == "" {

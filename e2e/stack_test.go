@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/backend/gvisor"
+	"github.com/airlockhq/airlock/blob/disk"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/gvisor"
-	"github.com/airlockhq/airlock/httpapi"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
-	"github.com/airlockhq/airlock/provision"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/service/provision"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // maxTimeout is the longest timeout_sec the test stack accepts.
@@ -37,7 +37,7 @@ type tenantKey struct {
 // manager and the HTTP API on a loopback httptest server.
 type stack struct {
 	store   *sqlite.DB
-	blobs   *blobdir.Dir
+	blobs   *disk.Dir
 	backend *gvisor.Backend
 	prov    *provision.Provisioner
 	srv     *httptest.Server
@@ -227,15 +227,15 @@ func (r rawResponse) problem(t *testing.T, status int) problemDoc {
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %.300s", r.status, status, r.body)
 	}
-	if ct := r.header.Get("Content-Type"); ct != httpapi.ProblemContentType {
-		t.Errorf("Content-Type %q, want %q", ct, httpapi.ProblemContentType)
+	if ct := r.header.Get("Content-Type"); ct != rest.ProblemContentType {
+		t.Errorf("Content-Type %q, want %q", ct, rest.ProblemContentType)
 	}
 	var p problemDoc
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatalf("problem body is not JSON: %v: %.300s", err, r.body)
 	}
-	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, httpapi.ProblemTypePrefix) {
-		t.Errorf("problem %+v: want status %d, a title and a %s type", p, status, httpapi.ProblemTypePrefix)
+	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, rest.ProblemTypePrefix) {
+		t.Errorf("problem %+v: want status %d, a title and a %s type", p, status, rest.ProblemTypePrefix)
 	}
 	return p
 }

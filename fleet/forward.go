@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/api/rest"
 )
 
 // Headers between nodes, and the one every answer of a fleet carries.
@@ -365,16 +365,16 @@ func (f *Fleet) problem(w http.ResponseWriter, err error) {
 		e = airlock.Errorf(airlock.EINTERNAL, "internal error")
 		f.log.Error("fleet: request failed", "err", err)
 	}
-	status := httpapi.StatusFor(e.Code)
+	status := rest.StatusFor(e.Code)
 	typ := e.Type
 	if typ == "" {
 		typ = strings.ReplaceAll(e.Code, "_", "-")
 	}
-	p := httpapi.Problem{Type: httpapi.ProblemTypePrefix + typ, Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code}
+	p := rest.Problem{Type: rest.ProblemTypePrefix + typ, Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code}
 	if d := airlock.RetryAfterOf(err); d > 0 {
-		w.Header().Set("Retry-After", httpapi.RetryAfterSeconds(d))
+		w.Header().Set("Retry-After", rest.RetryAfterSeconds(d))
 	}
-	w.Header().Set("Content-Type", httpapi.ProblemContentType)
+	w.Header().Set("Content-Type", rest.ProblemContentType)
 	w.Header().Set(HeaderNode, f.cfg.NodeID)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)

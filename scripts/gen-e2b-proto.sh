@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of the E2B wire (e2b/internal/envdpb) from our
-# own .proto files in e2b/proto. The generated code is committed, so
+# Regenerates the Go code of the E2B wire (api/e2b/internal/envdpb) from our
+# own .proto files in api/e2b/proto. The generated code is committed, so
 # neither CI nor a build needs protoc; run this after editing a .proto.
 #
 # Pinned: protoc from Debian 12's protobuf-compiler (3.21.12, with
@@ -27,13 +27,13 @@ trap 'rm -rf "$bin"' EXIT
 GOBIN="$bin" go install "$PROTOC_GEN_GO"
 GOBIN="$bin" go install "$PROTOC_GEN_CONNECT_GO"
 
-out="$REPO/e2b/internal/envdpb"
+out="$REPO/api/e2b/internal/envdpb"
 rm -rf "$out/process" "$out/filesystem"
 mkdir -p "$out"
-cd "$REPO/e2b/proto"
+cd "$REPO/api/e2b/proto"
 PATH="$bin:$PATH" protoc -I . -I /usr/include \
-	--go_out="$out" --go_opt=module=github.com/airlockhq/airlock/e2b/internal/envdpb \
-	--connect-go_out="$out" --connect-go_opt=module=github.com/airlockhq/airlock/e2b/internal/envdpb \
+	--go_out="$out" --go_opt=module=github.com/airlockhq/airlock/api/e2b/internal/envdpb \
+	--connect-go_out="$out" --connect-go_opt=module=github.com/airlockhq/airlock/api/e2b/internal/envdpb \
 	process/process.proto filesystem/filesystem.proto
 gofmt -l "$out" | (! grep .) || { echo "gen-e2b-proto: generated code is not gofmt-clean" >&2; exit 1; }
 echo "generated into $out"

@@ -16,8 +16,8 @@ import (
 	"syscall"
 
 	"github.com/airlockhq/airlock/agent"
-	"github.com/airlockhq/airlock/microvm/guestinit"
-	"github.com/airlockhq/airlock/namespaces/nsinit"
+	"github.com/airlockhq/airlock/backend/microvm/guest"
+	"github.com/airlockhq/airlock/backend/namespaces/nsinit"
 )
 
 // build is set at link time (-ldflags "-X main.build=...").
@@ -29,7 +29,7 @@ type stdio struct {
 }
 
 func main() {
-	guestinit.RunIfAsked()   // PID 1 of a microVM guest: execs the agent, never returns
+	guest.RunIfAsked()       // PID 1 of a microVM guest: execs the agent, never returns
 	nsinit.RunIfAsked()      // the namespaces backend's init stage: execs the agent, never returns
 	agent.RunHelperIfAsked() // starting a program under a memory limit: never returns
 	agent.HardenInit()

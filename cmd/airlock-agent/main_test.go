@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock/protocol"
+	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // The tests run this test binary as the agent: with runAsAgent set in its

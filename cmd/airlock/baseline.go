@@ -16,7 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 func init() {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/postgres"
-	"github.com/airlockhq/airlock/seal"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/seal"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // Environment variables and defaults shared by the subcommands.

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 func init() {

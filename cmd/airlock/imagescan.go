@@ -8,9 +8,9 @@ import (
 	"os"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/broker"
-	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/broker"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 // hostSecretFlags say where the CLI finds the values the host holds that

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/airlockhq/airlock/microvm/jailer"
+	"github.com/airlockhq/airlock/backend/microvm/jailer"
 )
 
 // command is one subcommand; each lives in its own file.

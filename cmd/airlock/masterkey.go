@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/airlockhq/airlock/seal"
+	"github.com/airlockhq/airlock/internal/seal"
 )
 
 const masterKeyUsage = `usage:

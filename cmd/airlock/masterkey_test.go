@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlockhq/airlock/seal"
+	"github.com/airlockhq/airlock/internal/seal"
 )
 
 // generate, id and rotate: after a rotation the data keys are wrapped

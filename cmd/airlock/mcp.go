@@ -8,7 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlockhq/airlock/mcp"
+	"github.com/airlockhq/airlock/api/mcp"
 )
 
 const mcpUsage = `usage: airlock mcp [--url URL] [--key KEY] [--verbose]

@@ -13,7 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/teststack"
-	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/service/session"
 )
 
 // sessionServer runs the real session service (gVisor, SQLite, HTTP) and

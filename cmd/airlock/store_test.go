@@ -10,7 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testpg"
-	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/store/postgres"
 )
 
 func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }

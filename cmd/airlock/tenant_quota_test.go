@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/quota"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/service/quota"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 func TestTenantQuotas(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/quota"
+	"github.com/airlockhq/airlock/service/quota"
 )
 
 // runTenantSet changes a tenant's policy: whether it is first-party and

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 func TestTenantSetFirstParty(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 func TestValidTenantName(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/quota"
+	"github.com/airlockhq/airlock/service/quota"
 )
 
 // overrideText renders a tenant's quota overrides: "sessions=2 vcpu=4",

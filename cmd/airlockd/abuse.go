@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/abuse"
+	"github.com/airlockhq/airlock/service/abuse"
 )
 
 // abuseOptions are the flags of the abuse monitor.

@@ -6,7 +6,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/airlockhq/airlock/httpapi"
+	"github.com/airlockhq/airlock/api/rest"
 )
 
 // apiOptions are the operator's settings of the HTTP API.
@@ -32,12 +32,12 @@ func (o *apiOptions) resolve() error {
 		o.metricsKey = os.Getenv("AIRLOCK_METRICS_KEY")
 	}
 	if o.publicURL != "" {
-		if _, err := httpapi.ParsePublicURL(o.publicURL); err != nil {
+		if _, err := rest.ParsePublicURL(o.publicURL); err != nil {
 			return fmt.Errorf("--public-url: %w", err)
 		}
 	}
 	if o.metricsKey != "" {
-		if err := httpapi.ValidateMetricsKey(o.metricsKey); err != nil {
+		if err := rest.ValidateMetricsKey(o.metricsKey); err != nil {
 			return fmt.Errorf("--metrics-key: %w", err)
 		}
 	}

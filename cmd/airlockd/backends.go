@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/image"
-	"github.com/airlockhq/airlock/microvm"
-	"github.com/airlockhq/airlock/microvm/qemu"
-	"github.com/airlockhq/airlock/namespaces"
+	"github.com/airlockhq/airlock/backend/microvm"
+	"github.com/airlockhq/airlock/backend/microvm/qemu"
+	"github.com/airlockhq/airlock/backend/namespaces"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 // extraBackends makes the backends offered besides gVisor (the default):

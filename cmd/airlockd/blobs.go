@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/blob/disk"
+	"github.com/airlockhq/airlock/blob/s3"
 	"github.com/airlockhq/airlock/internal/secretscan"
-	"github.com/airlockhq/airlock/s3blobs"
 )
 
 // blobOptions choose where artifacts and sealed snapshots live, and the
@@ -41,13 +41,13 @@ type blobStore interface {
 // open opens the configured blob store.
 func (o blobOptions) open(ctx context.Context, stateDir string, logger *slog.Logger) (blobStore, error) {
 	if o.url == "" {
-		return blobdir.New(blobdir.Config{Dir: filepath.Join(stateDir, "blobs")})
+		return disk.New(disk.Config{Dir: filepath.Join(stateDir, "blobs")})
 	}
-	cfg := s3blobs.Config{URL: o.url}
+	cfg := s3.Config{URL: o.url}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("--blobs: %w", err)
 	}
-	b, err := s3blobs.Open(ctx, cfg)
+	b, err := s3.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--blobs: %w", err)
 	}

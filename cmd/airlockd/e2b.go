@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/e2b"
-	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/api/e2b"
+	"github.com/airlockhq/airlock/service/session"
 )
 
 // e2bOptions are the operator's settings of the E2B-compatible API.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/broker"
-	"github.com/airlockhq/airlock/egress"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/broker"
+	"github.com/airlockhq/airlock/service/egress"
 )
 
 // egressOptions are the operator's network settings.

@@ -19,8 +19,8 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/tracing"
-	"github.com/airlockhq/airlock/provision"
-	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/service/provision"
+	"github.com/airlockhq/airlock/service/session"
 )
 
 // fleetOptions are the settings of a node of a fleet. Without --etcd

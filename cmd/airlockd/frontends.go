@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/console"
-	"github.com/airlockhq/airlock/mcp"
+	"github.com/airlockhq/airlock/api/console"
+	"github.com/airlockhq/airlock/api/mcp"
 )
 
 // frontDoor is what airlockd serves: the REST API, and beside it the MCP

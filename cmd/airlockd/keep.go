@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/seal"
-	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/internal/seal"
+	"github.com/airlockhq/airlock/service/session"
 )
 
 // keepOptions configure snapshots, pause and fork, and the master key

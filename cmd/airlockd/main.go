@@ -24,17 +24,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/e2b"
-	"github.com/airlockhq/airlock/gvisor"
-	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/api/e2b"
+	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/backend/gvisor"
+	"github.com/airlockhq/airlock/backend/microvm/jailer"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/internal/tracing"
-	"github.com/airlockhq/airlock/manager"
-	"github.com/airlockhq/airlock/microvm/jailer"
-	"github.com/airlockhq/airlock/provision"
-	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/watch"
+	"github.com/airlockhq/airlock/service/image"
+	"github.com/airlockhq/airlock/service/oneshot"
+	"github.com/airlockhq/airlock/service/provision"
+	"github.com/airlockhq/airlock/service/run"
+	"github.com/airlockhq/airlock/service/watch"
 )
 
 func envOr(key, def string) string {
@@ -286,7 +286,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := manager.New(manager.Config{
+	mgr, err := oneshot.New(oneshot.Config{
 		Provisioner:  prov,
 		Runner:       runner,
 		Images:       images,
@@ -390,7 +390,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
+	api, err := rest.New(rest.Config{
 		Store:        store,
 		Events:       store,
 		Blobs:        blobs,

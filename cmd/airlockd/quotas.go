@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/egress"
-	"github.com/airlockhq/airlock/quota"
+	"github.com/airlockhq/airlock/service/egress"
+	"github.com/airlockhq/airlock/service/quota"
 )
 
 var _ egress.TenantMeter = (*quota.Ledger)(nil)

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/airlockhq/airlock/broker"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/broker"
 )
 
 // hostSecrets are the values airlockd holds that nothing a sandbox is

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/provision"
-	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/session"
+	"github.com/airlockhq/airlock/service/provision"
+	"github.com/airlockhq/airlock/service/run"
+	"github.com/airlockhq/airlock/service/session"
 )
 
 // sessionOptions are the operator's session settings.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
-	"github.com/airlockhq/airlock/postgres"
-	"github.com/airlockhq/airlock/seal"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/seal"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // metaStore is what airlockd's parts take of the metadata store, each

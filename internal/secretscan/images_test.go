@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/airlockhq/airlock/image"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 // TestStockImages scans the built stock images: neither may hold a

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/gvisor"
-	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/backend/gvisor"
+	"github.com/airlockhq/airlock/backend/microvm"
+	"github.com/airlockhq/airlock/backend/microvm/qemu"
+	"github.com/airlockhq/airlock/backend/namespaces"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/microvm"
-	"github.com/airlockhq/airlock/microvm/qemu"
-	"github.com/airlockhq/airlock/namespaces"
+	"github.com/airlockhq/airlock/service/image"
 )
 
 // StateDir is where scripts/test.sh built the images.

@@ -22,19 +22,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/blobdir"
+	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/backend/gvisor"
+	"github.com/airlockhq/airlock/blob/disk"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/gvisor"
-	"github.com/airlockhq/airlock/httpapi"
-	"github.com/airlockhq/airlock/image"
+	"github.com/airlockhq/airlock/internal/seal"
 	"github.com/airlockhq/airlock/internal/testenv"
-	"github.com/airlockhq/airlock/manager"
-	"github.com/airlockhq/airlock/provision"
-	"github.com/airlockhq/airlock/quota"
-	"github.com/airlockhq/airlock/run"
-	"github.com/airlockhq/airlock/seal"
-	"github.com/airlockhq/airlock/session"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/service/image"
+	"github.com/airlockhq/airlock/service/oneshot"
+	"github.com/airlockhq/airlock/service/provision"
+	"github.com/airlockhq/airlock/service/quota"
+	"github.com/airlockhq/airlock/service/run"
+	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // Options shape a stack; the zero value is a cold node (no snapshots, no
@@ -96,7 +96,7 @@ type Options struct {
 // Stack is one node.
 type Stack struct {
 	Store       *sqlite.DB
-	Blobs       *blobdir.Dir
+	Blobs       *disk.Dir
 	MasterKey   *seal.MasterKey // the snapshots' master key
 	BlobDir     string
 	Images      *image.Store
@@ -104,7 +104,7 @@ type Stack struct {
 	Provisioner *provision.Provisioner
 	Quotas      *quota.Ledger // nil unless Options.Quotas or Ledger was set
 	Runner      *run.Runner
-	Manager     *manager.Manager
+	Manager     *oneshot.Manager
 	Sessions    *session.Manager
 	SessionCfg  session.Config
 	Registry    *prometheus.Registry
@@ -148,7 +148,7 @@ func New(t testing.TB, o Options) *Stack {
 	if s.BlobDir == "" {
 		s.BlobDir = filepath.Join(dir, "blobs")
 	}
-	s.Blobs, err = blobdir.New(blobdir.Config{Dir: s.BlobDir})
+	s.Blobs, err = disk.New(disk.Config{Dir: s.BlobDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func New(t testing.TB, o Options) *Stack {
 	if limits == (airlock.Limits{}) {
 		limits = airlock.DefaultLimits
 	}
-	s.Manager, err = manager.New(manager.Config{
+	s.Manager, err = oneshot.New(oneshot.Config{
 		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Blobs: s.Blobs,
 		Limits: limits, MaxTimeout: o.MaxTimeout, NetworkAllow: o.NetworkAllow, Logger: s.Logger,
 	})
@@ -271,14 +271,14 @@ func New(t testing.TB, o Options) *Stack {
 	if o.WrapSessions != nil {
 		sessions = o.WrapSessions(sessions)
 	}
-	cfg := httpapi.Config{
+	cfg := rest.Config{
 		Store: s.Store, Events: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
 		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
 	}
 	if s.Quotas != nil {
 		cfg.Usage = s.Quotas
 	}
-	api, err := httpapi.New(cfg)
+	api, err := rest.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

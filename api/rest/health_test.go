@@ -1,0 +1,69 @@
+package rest_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/rest"
+)
+
+func TestHealth(t *testing.T) {
+	e := newEnv(t)
+	var h map[string]any
+	decodeJSON(t, e.do(req{method: "GET", path: "/healthz"}), 200, &h)
+	if h["status"] != "ok" {
+		t.Errorf("healthz: %v", h)
+	}
+	decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
+	if h["status"] != "ok" {
+		t.Errorf("readyz: %v", h)
+	}
+	if _, ok := h["microvm"]; ok {
+		t.Errorf("readyz names a microVM acceleration on a node without the backend: %v", h)
+	}
+
+	tests := []struct {
+		name   string
+		err    error
+		detail string
+	}{
+		{"typed reason", airlock.Errorf(airlock.EUNAVAILABLE, "migrations are running"), "migrations are running"},
+		{"plain error stays in the log", fmt.Errorf("ping 10.1.2.3:5432: password authentication failed"), "not ready"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.t = t
+			e.setReady(func() error { return tt.err })
+			defer e.setReady(nil)
+			p := wantProblem(t, e.do(req{method: "GET", path: "/readyz"}), 503, "not-ready")
+			if p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
+			if !strings.Contains(e.logs.String(), tt.err.Error()) {
+				t.Errorf("readiness failure not logged")
+			}
+		})
+	}
+}
+
+// On a node with the microVM backend, /readyz says how its guests run;
+// /healthz does not.
+func TestReadyzMicroVM(t *testing.T) {
+	for _, accel := range []string{"tcg", "kvm"} {
+		t.Run(accel, func(t *testing.T) {
+			e := newEnv(t, func(c *rest.Config) { c.MicroVM = accel })
+			var h map[string]any
+			decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
+			if h["microvm"] != accel {
+				t.Errorf("readyz: %v, want microvm %q", h, accel)
+			}
+			h = nil
+			decodeJSON(t, e.do(req{method: "GET", path: "/healthz"}), 200, &h)
+			if _, ok := h["microvm"]; ok {
+				t.Errorf("healthz: %v", h)
+			}
+		})
+	}
+}

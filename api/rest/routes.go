@@ -1,0 +1,67 @@
+package rest
+
+import "net/http"
+
+// authMode says how a route authenticates.
+type authMode int
+
+const (
+	authNone     authMode = iota // public
+	authBearer                   // a valid bearer key is required
+	authOptional                 // a bearer key, if sent, must be valid; the handler decides
+)
+
+// route is one operation of the API.
+type route struct {
+	method  string
+	pattern string // a net/http pattern path; also the OpenAPI path
+	handle  func(*Server, http.ResponseWriter, *http.Request)
+	auth    authMode
+}
+
+// routes is the one list of operations: New registers exactly these, and a
+// test checks openapi.json documents exactly these.
+var routes = []route{
+	{http.MethodGet, "/healthz", (*Server).healthz, authNone},
+	{http.MethodGet, "/readyz", (*Server).readyz, authNone},
+	{http.MethodGet, "/openapi.json", (*Server).openapi, authNone},
+	{http.MethodGet, "/metrics", (*Server).metrics, authNone},
+	{http.MethodPost, "/v1/execute", (*Server).execute, authBearer},
+	// The reference blueprint's route: its request shape, our response.
+	{http.MethodPost, "/v1/sandbox/execute", (*Server).sandboxExecute, authBearer},
+	{http.MethodGet, "/v1/executions", (*Server).listExecutions, authBearer},
+	{http.MethodGet, "/v1/executions/{id}", (*Server).getExecution, authBearer},
+	{http.MethodGet, "/v1/executions/{id}/egress", (*Server).executionEgress, authBearer},
+	{http.MethodGet, "/v1/events", (*Server).listEvents, authBearer},
+	// Signed URL (token query) or the owner's bearer key.
+	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
+	{http.MethodGet, "/v1/usage", (*Server).usage, authBearer},
+
+	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
+	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},
+	{http.MethodGet, "/v1/sessions", (*Server).listSessions, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}", (*Server).getSession, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}", (*Server).deleteSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/timeout", (*Server).extendSession, authBearer},
+	{http.MethodPut, "/v1/sessions/{id}/network", (*Server).setSessionNetwork, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/egress", (*Server).sessionEgress, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/output", (*Server).sessionOutput, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/exec", (*Server).sessionExec, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/exec/{pid}/signal", (*Server).signalExec, authBearer},
+	{http.MethodPut, "/v1/sessions/{id}/files", (*Server).putFile, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/files", (*Server).getFile, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/files", (*Server).deleteFile, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts", (*Server).createContext, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/contexts", (*Server).listContexts, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/contexts/{cid}", (*Server).deleteContext, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/restart", (*Server).restartContext, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/contexts/{cid}/run", (*Server).runCell, authBearer},
+	// Snapshots, pause and resume, fork (keep.go).
+	{http.MethodPost, "/v1/sessions/{id}/snapshots", (*Server).createSnapshot, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/pause", (*Server).pauseSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/resume", (*Server).resumeSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/fork", (*Server).forkSession, authBearer},
+	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
+	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
+	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
+}

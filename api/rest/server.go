@@ -1,0 +1,474 @@
+package rest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Defaults and bounds of Config.
+const (
+	DefaultArtifactURLTTL = 24 * time.Hour
+	MinSigningKeyBytes    = 32
+)
+
+// Config configures a Server.
+type Config struct {
+	Store airlock.Store // required
+	// Events lists the tenant's abuse events (GET /v1/events); nil
+	// serves an empty list.
+	Events   airlock.AbuseStore
+	Blobs    airlock.Blobs    // required
+	Executor airlock.Executor // required
+	// Ready reports whether the service can take work; nil means always
+	// ready. /readyz shows the message of an *airlock.Error it returns
+	// (give it code unavailable); any other error is logged and shown as
+	// "not ready".
+	Ready func(ctx context.Context) error
+	// MicroVM is the node's microVM acceleration ("kvm" or "tcg"), shown
+	// by /readyz; empty without a microVM backend.
+	MicroVM string
+	// Metrics serves GET /metrics (Prometheus text format); nil answers
+	// 404. It carries no tenant data, but it is not for everyone: see
+	// MetricsKey and LoopbackOnly.
+	Metrics http.Handler
+	// MetricsKey, when set, is the bearer key GET /metrics requires
+	// ("Authorization: Bearer <key>", compared in constant time; 401
+	// otherwise). At least MinMetricsKeyBytes of printable ASCII without
+	// spaces. Tenants' API keys do not open /metrics.
+	MetricsKey string
+	// LoopbackOnly says the server listens on loopback addresses only
+	// (airlockd sets it from its --listen address). Without a MetricsKey,
+	// /metrics is open then, and refused (403 metrics-key-required)
+	// otherwise.
+	LoopbackOnly bool
+	// PublicURL, when set, is the absolute http or https URL clients reach
+	// the API by, with an optional base path and no query or fragment
+	// (e.g. https://airlock.example.com/base); artifact URLs are built
+	// from it. Empty means from the request: its Host, and https only if
+	// this server terminated TLS.
+	PublicURL string
+	// Sessions serves /v1/sessions and everything under it; nil answers
+	// 501 sessions-disabled.
+	Sessions airlock.SessionService
+	// Keep serves snapshots, pause and resume, and fork; nil means
+	// Sessions when it offers them too, else 501 keep-disabled.
+	Keep airlock.KeepService
+	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
+	// audit log of one-shot runs; nil means Store, when it keeps the log
+	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
+	// is empty.
+	EgressLog airlock.EgressStore
+	// Usage serves GET /v1/usage (the tenant's use of its quotas); nil
+	// answers 501 usage-disabled.
+	Usage airlock.UsageService
+	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
+	// the same on every node that serves the same blobs.
+	SigningKey []byte
+	// MaxTimeout is the largest timeout_sec a request may ask for;
+	// airlock.DefaultLimits.Timeout if zero.
+	MaxTimeout time.Duration
+	// ArtifactURLTTL is how long a signed artifact URL is valid;
+	// DefaultArtifactURLTTL if zero.
+	ArtifactURLTTL time.Duration
+	// StreamBufferBytes bounds the events of one event stream waiting for
+	// a slow client; past it the stream is dropped (the program runs on).
+	// DefaultStreamBufferBytes if zero.
+	StreamBufferBytes int
+	// StreamWriteTimeout bounds each write of an event stream; a write
+	// that takes longer drops the stream. DefaultStreamWriteTimeout if
+	// zero.
+	StreamWriteTimeout time.Duration
+	Logger             *slog.Logger     // slog.Default() if nil
+	Now                func() time.Time // time.Now if nil
+}
+
+// Validate reports whether c can be used; zero durations, Logger and Now
+// are defaults, not errors.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: store is required")
+	case c.Blobs == nil:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: blobs are required")
+	case c.Executor == nil:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: executor is required")
+	case len(c.SigningKey) < MinSigningKeyBytes:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: signing key must be at least %d bytes", MinSigningKeyBytes)
+	case c.MaxTimeout < 0 || (c.MaxTimeout > 0 && c.MaxTimeout < time.Second):
+		return airlock.Errorf(airlock.EINVALID, "httpapi: max timeout must be at least 1s")
+	case c.ArtifactURLTTL < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: artifact URL TTL must not be negative")
+	case c.StreamBufferBytes < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream buffer must not be negative")
+	case c.StreamWriteTimeout < 0:
+		return airlock.Errorf(airlock.EINVALID, "httpapi: stream write timeout must not be negative")
+	}
+	if c.MetricsKey != "" {
+		if err := ValidateMetricsKey(c.MetricsKey); err != nil {
+			return err
+		}
+	}
+	if c.PublicURL != "" {
+		if _, err := ParsePublicURL(c.PublicURL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Server is the HTTP API. It is safe for concurrent use.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	handler    http.Handler
+	publicBase string   // PublicURL without its trailing slash; "" if unset
+	metricsSum [32]byte // SHA-256 of MetricsKey, if set
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxTimeout == 0 {
+		cfg.MaxTimeout = airlock.DefaultLimits.Timeout
+	}
+	if cfg.ArtifactURLTTL == 0 {
+		cfg.ArtifactURLTTL = DefaultArtifactURLTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.StreamBufferBytes == 0 {
+		cfg.StreamBufferBytes = DefaultStreamBufferBytes
+	}
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	cfg.SigningKey = append([]byte(nil), cfg.SigningKey...)
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.PublicURL != "" {
+		u, _ := ParsePublicURL(cfg.PublicURL) // checked by Validate
+		s.publicBase = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+	}
+	if cfg.MetricsKey != "" {
+		s.metricsSum = sha256.Sum256([]byte(cfg.MetricsKey))
+	}
+
+	mux := http.NewServeMux()
+	for _, rt := range routes {
+		h := http.Handler(s.bind(rt.handle))
+		switch rt.auth {
+		case authBearer:
+			h = s.authenticate(h, true)
+		case authOptional:
+			h = s.authenticate(h, false)
+		}
+		mux.Handle(rt.method+" "+rt.pattern, h)
+	}
+	s.handler = s.logRequests(s.recoverPanics(s.problemForMux(mux)))
+	return s, nil
+}
+
+// Handler returns the root handler: every route, with logging, panic
+// recovery and authentication.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) bind(f func(*Server, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { f(s, w, r) }
+}
+
+// Request context: a mutable record the logger reads after the handler.
+
+type ctxKey struct{}
+
+type requestInfo struct {
+	id     string
+	tenant *airlock.Tenant
+}
+
+func info(ctx context.Context) *requestInfo {
+	ri, _ := ctx.Value(ctxKey{}).(*requestInfo)
+	if ri == nil {
+		return &requestInfo{}
+	}
+	return ri
+}
+
+// TenantFrom returns the tenant that authenticated the request, or nil.
+func TenantFrom(ctx context.Context) *airlock.Tenant {
+	return info(ctx).tenant
+}
+
+// statusWriter records the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// logRequests gives each request an ID (X-Request-Id, and the instance of
+// its problems) and logs one line per request. It logs the path, never the
+// query: signed artifact URLs carry their token there.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &requestInfo{id: newRequestID()}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+		w.Header().Set("X-Request-Id", ri.id)
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			tenant := ""
+			if ri.tenant != nil {
+				tenant = ri.tenant.ID
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+				slog.String("request_id", ri.id),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", status),
+				slog.Int64("bytes", sw.bytes),
+				slog.Duration("duration", time.Since(start)),
+				slog.String("tenant", tenant))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// recoverPanics turns a panic in a handler into a logged 500 problem (if
+// nothing was written yet). http.ErrAbortHandler passes through.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.LogAttrs(r.Context(), slog.LevelError, "panic in handler",
+				slog.String("request_id", info(r.Context()).id),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Any("panic", v),
+				slog.String("stack", string(debug.Stack())))
+			if sw, ok := w.(*statusWriter); ok && sw.status != 0 {
+				panic(http.ErrAbortHandler) // too late for a problem: cut the response
+			}
+			s.writeProblem(w, r, newProblem(airlock.EINTERNAL, "", 0, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// problemForMux replaces the mux's plain-text 404 and 405 responses with
+// problems. Only requests no route matched are intercepted; the mux's
+// redirects (path cleaning) pass through.
+func (s *Server) problemForMux(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&muxErrorWriter{ResponseWriter: w, s: s, r: r}, r)
+	})
+}
+
+type muxErrorWriter struct {
+	http.ResponseWriter
+	s        *Server
+	r        *http.Request
+	replaced bool
+}
+
+func (w *muxErrorWriter) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound:
+		w.replaced = true
+		w.s.writeProblem(w.ResponseWriter, w.r, newProblem(airlock.ENOTFOUND, "route-not-found", 0,
+			fmt.Sprintf("no route for %s %s", w.r.Method, w.r.URL.Path)))
+	case http.StatusMethodNotAllowed:
+		w.replaced = true
+		allow := w.Header().Get("Allow") // set by the mux
+		w.s.writeProblem(w.ResponseWriter, w.r, newProblem(airlock.EINVALID, "method-not-allowed", code,
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", w.r.Method, w.r.URL.Path, allow)))
+	default:
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Authentication.
+
+// maxKeyBytes bounds a bearer key before it is hashed and looked up.
+const maxKeyBytes = 512
+
+// authenticate resolves the bearer key to a tenant and puts it in the
+// request context. A wrong key is always 401; a missing one is 401 if
+// required, else the handler decides.
+func (s *Server) authenticate(next http.Handler, required bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		if header == "" && !required {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key, ok := bearerKey(header)
+		if !ok {
+			s.unauthorized(w, r)
+			return
+		}
+		tenant, err := s.cfg.Store.TenantByKeyHash(r.Context(), airlock.HashAPIKey(key))
+		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+			s.unauthorized(w, r)
+			return
+		} else if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		info(r.Context()).tenant = tenant
+		next.ServeHTTP(w, r)
+	})
+}
+
+func bearerKey(header string) (string, bool) {
+	scheme, key, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	if key == "" || len(key) > maxKeyBytes || strings.ContainsAny(key, " \t") {
+		return "", false
+	}
+	return key, true
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+	s.writeProblem(w, r, newProblem(airlock.EUNAUTHORIZED, "", 0, airlock.ErrUnauthorized.Message))
+}
+
+// Responses.
+
+// error sends err as a problem, logging it in full if it is internal.
+// An error that says when to retry (airlock.RetryAfterOf) sets the
+// Retry-After header.
+func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	if d := airlock.RetryAfterOf(err); d > 0 {
+		w.Header().Set("Retry-After", RetryAfterSeconds(d))
+	}
+	p, internal := problemFor(err)
+	if internal && r.Context().Err() != nil {
+		// The client went away mid-request; nobody reads this answer.
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request canceled",
+			slog.String("request_id", info(r.Context()).id),
+			slog.String("path", r.URL.Path),
+			slog.String("error", err.Error()))
+	} else if internal {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "internal error",
+			slog.String("request_id", info(r.Context()).id),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("error", err.Error()))
+	} else if p.Status >= 500 {
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "server error",
+			slog.String("request_id", info(r.Context()).id),
+			slog.String("path", r.URL.Path),
+			slog.String("error", err.Error()))
+	}
+	s.writeProblem(w, r, p)
+}
+
+// writeProblem sends p, with the request's ID as its instance.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if id := info(r.Context()).id; id != "" && p.Instance == "" {
+		p.Instance = "urn:airlock:request:" + id
+	}
+	body, err := json.Marshal(p)
+	if err != nil && p.Extensions != nil { // an extension that does not encode: send the rest
+		s.log.Error("problem extension does not encode", "err", err)
+		q := *p
+		q.Extensions = nil
+		body, err = json.Marshal(q)
+	}
+	if err != nil { // cannot happen: only strings and an int
+		body = []byte(`{"type":"` + ProblemTypePrefix + `internal","title":"Internal Server Error","status":500}`)
+	}
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	w.Write(append(body, '\n'))
+}
+
+// writeJSON sends v with the status.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.error(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// errorf is shorthand for a client error with a problem type.
+func errorf(code, typ, format string, args ...any) error {
+	return airlock.Problem(code, typ, format, args...)
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package guest
+
+// RunIfAsked does nothing off Linux.
+func RunIfAsked() {}

@@ -1,6 +1,0 @@
-//go:build !linux
-
-package guestinit
-
-// RunIfAsked does nothing off Linux.
-func RunIfAsked() {}

@@ -1,0 +1,327 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/agent/protocol"
+	"github.com/airlockhq/airlock/internal/tracing"
+)
+
+// File is put into the sandbox before the program starts.
+type File struct {
+	Path    string
+	Mode    uint32
+	Content string
+}
+
+// Program is what to run.
+type Program struct {
+	Argv []string
+	Env  []string // KEY=VALUE, added to the image's environment
+	Cwd  string   // default /workspace
+	// Stdin, when not nil, is written to the program's stdin, which is
+	// then closed (unless KeepStdin).
+	Stdin []byte
+	// KeepStdin gives the program a stdin that stays open for the caller
+	// to write through the Process the Started hook is told of.
+	KeepStdin bool
+	// Timeout is the program's wall time; the agent kills its process
+	// group then.
+	Timeout time.Duration
+	// OutputBytes caps each of stdout and stderr in the record.
+	OutputBytes int64
+	// MemoryLimitBytes, if set, is the program's RLIMIT_AS.
+	MemoryLimitBytes int64
+	// Warm hands the program to the sandbox's ready runtime when one
+	// matches (one-shot runs).
+	Warm bool
+	// Retain asks the agent to keep the program's output (up to
+	// OutputBytes) and its exit status for a host that reconnects: a
+	// program of a session lives through a restart of the server.
+	Retain bool
+}
+
+// Job is one program run in a held sandbox.
+type Job struct {
+	Target  Target
+	HandIn  []File
+	Program Program
+	// AttachPID, when set, adopts the program of that PID that the agent
+	// kept running (Program.Retain) after the server that started it went
+	// away: nothing is handed in or started, the record's creation time
+	// is its start, and its output is the agent's copy from the start.
+	AttachPID int
+	Observer  airlock.ExecObserver
+	// Limits are the sandbox's limits: they name what a run ran into
+	// and what the watchdog measures against (CPUs).
+	Limits airlock.Limits
+	// Acquire is recorded as the acquire phase (0: none).
+	Acquire time.Duration
+	// StopAfter stops the sandbox once the program has ended, before its
+	// stats are read and Collect runs: nothing inside can change the
+	// workspace any more (one-shot runs).
+	StopAfter bool
+	// Collect, if set, runs after the program (and the stop) and before
+	// the record is written: it may add artifacts to e.
+	Collect func(ctx context.Context, e *airlock.Execution) error
+	// Started, if set, is told the running program (for signals).
+	Started func(pid int, executionID string, p *protocol.Process)
+	// Ended, when closed, ends the run: the sandbox's owner is gone
+	// (ErrEnded). Detached, when closed, leaves the program running and
+	// its record open: the server lets go of the sandbox at a clean stop.
+	Ended    <-chan struct{}
+	Detached <-chan struct{}
+}
+
+// outcome is how waiting for a program ended.
+type outcome int
+
+const (
+	exited     outcome = iota // the agent reported the end (or the wait failed)
+	timedOut                  // killed by the host after its timeout
+	clientGone                // the caller's context ended
+	ownerEnded                // Job.Ended
+	detached                  // Job.Detached
+)
+
+// Run runs the job's program in its sandbox and finishes e, which Begin
+// recorded, with the outcome. A program that fails is a result; an error
+// means the run did not happen as asked:
+//
+//   - a problem sandbox-failed (503): the sandbox or its agent failed;
+//     the record says why;
+//   - the context's error: the caller went away; the program was killed
+//     and the record says so;
+//   - ErrEnded: Job.Ended closed; the record says so;
+//   - a problem server-restarting (503): Job.Detached closed; the program
+//     goes on and its record stays open.
+func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlock.Execution, error) {
+	sb := job.Target.Sandbox()
+	e.Backend, e.StartSource, e.Accelerator = job.Target.BackendName(), job.Target.StartSource(), job.Target.Accelerator()
+	if e.Phases == nil {
+		e.Phases = map[string]float64{}
+	}
+	if job.Acquire > 0 {
+		e.Phases[airlock.PhaseAcquire] = msOf(job.Acquire)
+	}
+	pr := job.Program
+	var obsOut, obsErr func([]byte)
+	if job.Observer != nil {
+		obsOut, obsErr = job.Observer.Stdout, job.Observer.Stderr
+	}
+	stdout, stderr := newCapture(pr.OutputBytes, obsOut), newCapture(pr.OutputBytes, obsErr)
+	r.counted(sb, stdout, stderr)
+	if e.SessionID == "" {
+		// A session's sandbox is watched for the session's lifetime.
+		defer r.cfg.Watchdog.Watch(airlock.Watched{Sandbox: sb, TenantID: e.TenantID, ExecutionID: e.ID, Limits: job.Limits})()
+	}
+	before := readStats(ctx, sb)
+	triedBefore := airlock.NetworkAttempts(ctx, sb)
+
+	t := time.Now()
+	runCtx, runSpan := tracing.Start(ctx, tracing.SpanRun, attribute.String("airlock.execution", e.ID))
+	defer runSpan.End() // ended below when the program has ended; this is for the early returns
+	p, start, err := r.start(runCtx, sb, e, job, stdout, stderr)
+	if err != nil {
+		tracing.Fail(runSpan, err)
+		if ctx.Err() != nil {
+			r.Fail(ctx, e, fmt.Errorf("the client went away before the program started: %w", ctx.Err()))
+			return e, ctx.Err()
+		}
+		r.Fail(ctx, e, err)
+		return e, sandboxFailed(e, err)
+	}
+	e.Phases[airlock.PhaseHandIn] = msOf(time.Since(t))
+	pid := p.PID()
+	if job.Started != nil {
+		job.Started(pid, e.ID, p)
+	}
+	if job.Observer != nil {
+		job.Observer.Started(e.ID, pid)
+	}
+	stdout.start()
+	stderr.start()
+	if pr.Stdin != nil && job.AttachPID == 0 {
+		p.Write(pr.Stdin)
+		if !pr.KeepStdin {
+			p.CloseStdin()
+		}
+	}
+
+	status, waitErr, how := r.wait(ctx, p, start, job)
+	e.DurationMS = time.Since(start).Milliseconds()
+	e.Phases[airlock.PhaseRun] = msOf(time.Since(start))
+	runSpan.End()
+	switch how {
+	case detached:
+		return e, restarting(e)
+	case clientGone:
+		r.Fail(ctx, e, fmt.Errorf("the client went away; the program was killed: %w", ctx.Err()))
+		return e, ctx.Err()
+	case ownerEnded:
+		e.EndedBy = r.cfg.Watchdog.KilledBy(sb.ID())
+		r.Fail(ctx, e, ErrEnded)
+		return e, ErrEnded
+	}
+
+	t = time.Now()
+	ctx, collectSpan := tracing.Start(ctx, tracing.SpanCollect, attribute.String("airlock.execution", e.ID))
+	defer collectSpan.End()
+	if job.StopAfter {
+		if err := sb.Stop(ctx); err != nil {
+			err = fmt.Errorf("stop sandbox: %w", err)
+			r.Fail(ctx, e, err)
+			return e, sandboxFailed(e, err)
+		}
+	}
+	e.HadNetworkAttempt = airlock.NetworkAttempts(ctx, sb) > triedBefore
+	st, stErr := sb.Stats(ctx)
+	if stErr == nil {
+		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
+		e.OOMKilled = st.OOMKilled
+	}
+	switch {
+	case waitErr == nil:
+		e.ExitCode = status.Code
+		e.TimedOut = how == timedOut || status.TimedOut
+		if status.Error != "" {
+			stderr.note("airlock: " + status.Error + "\n")
+		}
+		if status.StdoutDropped > 0 {
+			stdout.markTruncated()
+		}
+		if status.StderrDropped > 0 {
+			stderr.markTruncated()
+		}
+	case how == timedOut || e.OOMKilled || ended(sb) || r.cfg.Watchdog.KilledBy(sb.ID()) != "":
+		// Killed at the deadline, or the whole sandbox died (out of
+		// memory): like a shell, report a SIGKILL as 128+9.
+		e.ExitCode = 137
+		e.TimedOut = how == timedOut
+	default:
+		// The agent stopped answering while the sandbox lives.
+		err := fmt.Errorf("the agent stopped answering while the program ran: %w", waitErr)
+		r.Fail(ctx, e, err)
+		return e, sandboxFailed(e, err)
+	}
+	e.Stdout, e.StdoutTruncated = stdout.result()
+	e.Stderr, e.StderrTruncated = stderr.result()
+	r.classify(e, sb, before, st, stErr, job.Limits)
+	if job.Collect != nil {
+		if err := job.Collect(ctx, e); err != nil {
+			err = fmt.Errorf("collect artifacts: %w", err)
+			r.Fail(ctx, e, err)
+			return e, sandboxFailed(e, err)
+		}
+	}
+	if job.StopAfter || job.Collect != nil {
+		e.Phases[airlock.PhaseCollect] = msOf(time.Since(t))
+	}
+	e.Status = airlock.StatusCompleted
+	if err := r.finish(ctx, e); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// start hands the job's files in and starts its program (or attaches to
+// the one it adopts), and returns the program and when it started.
+func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execution, job Job, stdout, stderr *capture) (*protocol.Process, time.Time, error) {
+	agent := sb.Agent()
+	pr := job.Program
+	if job.AttachPID > 0 {
+		p, err := agent.Attach(ctx, job.AttachPID, stdout, stderr)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("attach to the running program: %w", err)
+		}
+		return p, e.CreatedAt, nil
+	}
+	// Small files go in with the exec (one round trip); larger ones are
+	// put first.
+	var inline []protocol.InlineFile
+	size := 0
+	for _, f := range job.HandIn {
+		size += len(f.Content)
+	}
+	if len(job.HandIn) <= protocol.MaxInlineFiles && size <= protocol.MaxInlineBytes {
+		for _, f := range job.HandIn {
+			inline = append(inline, protocol.InlineFile{Path: f.Path, Mode: f.Mode, Data: []byte(f.Content)})
+		}
+	} else {
+		for _, f := range job.HandIn {
+			if _, err := agent.Put(ctx, f.Path, f.Mode, strings.NewReader(f.Content)); err != nil {
+				return nil, time.Time{}, fmt.Errorf("hand in %s: %w", f.Path, err)
+			}
+		}
+	}
+	req := protocol.ExecRequest{
+		Files:            inline,
+		Argv:             pr.Argv,
+		Env:              pr.Env,
+		Cwd:              pr.Cwd,
+		Stdin:            pr.Stdin != nil || pr.KeepStdin,
+		TimeoutMS:        pr.Timeout.Milliseconds(),
+		Warm:             pr.Warm,
+		MemoryLimitBytes: pr.MemoryLimitBytes,
+	}
+	if pr.Retain {
+		req.Tag = e.ID // how the program is found again after a restart
+		req.RetainBytes = min(pr.OutputBytes, protocol.MaxRetainBytes)
+	}
+	start := time.Now()
+	p, err := agent.Exec(ctx, req, stdout, stderr)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("start program: %w", err)
+	}
+	return p, start, nil
+}
+
+// wait waits for a program to end under the job's deadline. The agent
+// kills the program's group at its timeout; if it has not reported the
+// end KillGrace later, the host sends SIGKILL to the group itself and
+// waits KillGrace more (not when the sandbox is stopped next anyway).
+func (r *Runner) wait(ctx context.Context, p *protocol.Process, start time.Time, job Job) (protocol.ExitStatus, error, outcome) {
+	left := time.Until(start.Add(job.Program.Timeout + r.cfg.KillGrace))
+	deadline := time.NewTimer(max(left, 0))
+	defer deadline.Stop()
+	select {
+	case <-p.Done():
+		st, err := p.Wait(ctx)
+		if err != nil && closed(job.Detached) {
+			return st, err, detached
+		}
+		return st, err, exited
+	case <-deadline.C:
+		p.Signal(int(syscall.SIGKILL))
+		if job.StopAfter {
+			return protocol.ExitStatus{}, errors.New("the program did not end at its timeout"), timedOut
+		}
+		grace := time.NewTimer(r.cfg.KillGrace)
+		defer grace.Stop()
+		select {
+		case <-p.Done():
+			st, err := p.Wait(ctx)
+			return st, err, timedOut
+		case <-grace.C:
+			return protocol.ExitStatus{}, errors.New("the program did not end after its timeout and a SIGKILL"), timedOut
+		}
+	case <-ctx.Done():
+		p.Signal(int(syscall.SIGKILL))
+		return protocol.ExitStatus{}, ctx.Err(), clientGone
+	case <-job.Ended:
+		return protocol.ExitStatus{}, ErrEnded, ownerEnded
+	case <-job.Detached:
+		return protocol.ExitStatus{}, nil, detached
+	}
+}
+
+// ended reports whether the sandbox has exited on its own.
+func ended(sb airlock.Sandbox) bool { return closed(sb.Done()) }
