@@ -100,7 +100,7 @@ func main() {
 	flag.Int64Var(&o.poolMemoryMiB, "pool-memory-mib", 2048, "memory budget of all ready pool sandboxes, in MiB")
 	flag.DurationVar(&o.poolMaxAge, "pool-max-age", 10*time.Minute, "pool sandboxes older than this are replaced")
 	flag.StringVar(&o.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
-	flag.StringVar(&o.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
+	flag.StringVar(&o.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); beyond loopback only with --metrics-key, which they then require; off when empty")
 	flag.BoolVar(&o.noSnapshots, "no-snapshots", false, "never restore from base snapshots (every sandbox boots)")
 	flag.BoolVar(&o.namespaces, "namespaces", envOr("AIRLOCK_NAMESPACES", "") == "1", "also offer the namespaces backend (isolation \"container\", first-party tenants only) (env AIRLOCK_NAMESPACES=1)")
 	flag.StringVar(&o.cgroupParent, "cgroup-parent", "airlock", "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")
@@ -441,9 +441,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	srv.RegisterOnShutdown(watched.Close) // watches last as long as their sessions: end them
 	if o.debugListen != "" {
-		if err := serveDebug(o.debugListen, logger); err != nil {
+		_, stopDebug, err := serveDebug(o.debugListen, o.api.metricsKey, logger)
+		if err != nil {
 			return err
 		}
+		defer stopDebug()
 	}
 	if o.e2b.listen != "" {
 		closeE2B, err := serveE2B(o.e2b.listen, e2bSrv, srv, logger)
