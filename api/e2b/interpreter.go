@@ -40,14 +40,17 @@ func e2bLanguage(l airlock.ContextLanguage) string {
 	return string(l)
 }
 
-// serveInterpreter routes the code interpreter's calls. They take the
-// traffic token (or the envd token, which /execute sends too).
+// serveInterpreter routes the code interpreter's calls. They run code
+// or change the contexts code runs in, so they take the envd access token
+// (X-Access-Token, which the SDKs send with every call); the traffic
+// token, meant for reaching the sandbox's own servers and more widely
+// handed out, opens only /health.
 func (s *Server) serveInterpreter(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
 		s.health(w, r, purposeTraffic, purposeEnvd)
 		return
 	}
-	ref, err := s.authorize(r.Context(), r.Header, purposeTraffic, purposeEnvd)
+	ref, err := s.authorize(r.Context(), r.Header, purposeEnvd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
