@@ -26,7 +26,6 @@ const (
 // service to retry.
 const EndedAgentKilled = "agent_killed"
 
-
 // AbusePrefix starts the EndedBy of a run, and the EndReason of a
 // session, that an abuse detector ended: "abuse:mining".
 const AbusePrefix = "abuse:"
