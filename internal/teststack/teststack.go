@@ -81,8 +81,9 @@ type Options struct {
 	BlobDir string
 	// MasterKey seals snapshots; nil means a new one.
 	MasterKey *seal.MasterKey
-	// Session adjusts the session manager's config.
+	// Session adjusts the session manager's config; REST the HTTP API's.
 	Session func(*session.Config)
+	REST    func(*rest.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
 	// WrapSessions, if set, wraps the session service the API serves (as
@@ -277,6 +278,9 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	if s.Quotas != nil {
 		cfg.Usage = s.Quotas
+	}
+	if o.REST != nil {
+		o.REST(&cfg)
 	}
 	api, err := rest.New(cfg)
 	if err != nil {
