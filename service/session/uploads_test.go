@@ -15,8 +15,8 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/service/session"
 )
 
