@@ -147,8 +147,8 @@ func (s sandbox) envd(extra ...string) map[string]string {
 	return h
 }
 
-// interp returns the headers of a code interpreter call into s
-// (both tokens, as the SDKs send them), with extra headers set.
+// interp returns the headers of a code interpreter call into s (both
+// tokens, as the SDKs send them to /execute), with extra headers set.
 func (s sandbox) interp(extra ...string) map[string]string {
 	h := map[string]string{"E2b-Sandbox-Id": s.SandboxID, "E2b-Sandbox-Port": "49999", "X-Access-Token": s.EnvdAccessToken,
 		"E2B-Traffic-Access-Token": s.TrafficAccessToken, "Content-Type": "application/json"}
