@@ -33,21 +33,32 @@ func TestUploadRateAndInFlightCap(t *testing.T) {
 	})
 	sess := s.create(s.a, airlock.CreateSessionRequest{})
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	start := time.Now()
-	fmt.Fprintf(conn, "PUT /v1/sessions/%s/files?path=slow.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
-		sess.ID, s.a.key, 1<<20, strings.Repeat("x", 100))
-
-	// While the slow upload holds the slot: 429 with Retry-After.
+	// The slow upload must hold the slot before the probes: a probe that
+	// got there first makes it the one refused, and then it starts again.
+	var conn net.Conn
+	var start time.Time
 	var ce *client.Error
-	busy := testreq.Poll(window, func() bool {
-		_, err := s.a.c.PutFile(ctxFor(t, time.Minute), sess.ID, "other.txt", strings.NewReader("hi"), 2)
-		return errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests
-	})
+	busy := false
+	for attempt := 0; attempt < 3 && !busy; attempt++ {
+		if conn != nil {
+			conn.Close()
+		}
+		var err error
+		conn, err = net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start = time.Now()
+		fmt.Fprintf(conn, "PUT /v1/sessions/%s/files?path=slow.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+			sess.ID, s.a.key, 1<<20, strings.Repeat("x", 100))
+		time.Sleep(200 * time.Millisecond) // a head start only; the probes below decide
+		// While the slow upload holds the slot: 429 with Retry-After.
+		busy = testreq.Poll(window/2, func() bool {
+			_, err := s.a.c.PutFile(ctxFor(t, time.Minute), sess.ID, "other.txt", strings.NewReader("hi"), 2)
+			return errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests
+		})
+	}
 	if !busy {
 		t.Fatalf("a second upload beside the held one was not refused: %v", ce)
 	}
