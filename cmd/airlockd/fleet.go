@@ -103,6 +103,19 @@ func machineMemoryMiB() int64 {
 	return 1024
 }
 
+// client opens a client of the fleet's etcd.
+func (o *fleetOptions) client() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   strings.Split(o.etcd, ","),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--etcd: %w", err)
+	}
+	return cli, nil
+}
+
 // fleetLocal is what the fleet sees of this node.
 type fleetLocal struct {
 	sessions *session.Manager
@@ -133,13 +146,9 @@ func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSi
 	if !o.enabled() {
 		return nil, nil, nil
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(o.etcd, ","),
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := o.client()
 	if err != nil {
-		return nil, nil, fmt.Errorf("--etcd: %w", err)
+		return nil, nil, err
 	}
 	tiers := map[string]bool{}
 	for _, b := range prov.Backends() {

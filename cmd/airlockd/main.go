@@ -222,14 +222,14 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The quotas' counters are written last on the way out, after every
 	// sandbox has ended or been left for the next start.
-	quotas, err := newQuotas(ctx, o.quotas, o.sessions.maxPerTenant, o.stateDir, store, registry, logger)
+	quotas, stopQuotas, err := newQuotas(ctx, o.quotas, o.fleet, o.sessions.maxPerTenant, o.stateDir, store, registry, logger)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := quotas.Close(cctx); err != nil {
+		if err := stopQuotas(cctx); err != nil {
 			logger.Error("writing the quotas' counters", "err", err)
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/service/egress"
@@ -33,15 +34,18 @@ func (o *quotaOptions) register(fs *flag.FlagSet) {
 		o.defaults[k] = n
 		return nil
 	})
-	fs.DurationVar(&o.flush, "quota-flush", 10*time.Second, "how often the day's quota counters are written to the store and tenants' overrides read again (what a crash may lose of the daily counts)")
+	fs.DurationVar(&o.flush, "quota-flush", 0, "how often the day's quota counters are written to the store (and, in a fleet, read back) and tenants' overrides read again: what a crash may lose of the daily counts, and how late one node sees another's (default 10s; 2s in a fleet)")
 }
 
 // newQuotas makes the node's ledger of tenant quotas and reads the store.
 // maxPerTenant is --max-sessions-per-tenant: the sessions quota's
 // default unless --quota sessions=... names one.
 // The defaults are written to the state directory for 'airlock tenant'
-// to show.
-func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir string, store airlock.QuotaStore, metrics prometheus.Registerer, logger *slog.Logger) (*quota.Ledger, error) {
+// to show. In a fleet (--etcd) the concurrent quotas and the executions
+// per minute are counted in etcd for every node at once, and the day's
+// counters are read back from the shared store at every flush; stop
+// writes the counters and lets go of etcd.
+func newQuotas(ctx context.Context, o quotaOptions, fo fleetOptions, maxPerTenant int, stateDir string, store airlock.QuotaStore, metrics prometheus.Registerer, logger *slog.Logger) (l *quota.Ledger, stop func(context.Context) error, err error) {
 	defaults := quota.Limits{}
 	for k, v := range o.defaults {
 		defaults[k] = v
@@ -49,16 +53,59 @@ func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir s
 	if _, set := defaults[quota.Sessions]; !set && maxPerTenant > 0 {
 		defaults[quota.Sessions] = int64(maxPerTenant)
 	}
-	l, err := quota.New(quota.Config{Defaults: defaults, Store: store, FlushInterval: o.flush, Metrics: metrics, Logger: logger})
+	cfg := quota.Config{Defaults: defaults, Store: store, FlushInterval: o.flush, Metrics: metrics, Logger: logger}
+	var counters *quota.EtcdCounters
+	var cli *clientv3.Client
+	closeShared := func() {
+		if counters != nil {
+			counters.Close()
+		}
+		if cli != nil {
+			cli.Close()
+		}
+	}
+	if fo.enabled() {
+		if cfg.FlushInterval == 0 {
+			cfg.FlushInterval = fleetQuotaFlush
+		}
+		if cli, err = fo.client(); err != nil {
+			return nil, nil, err
+		}
+		counters, err = quota.NewEtcdCounters(quota.EtcdConfig{Client: cli, NodeID: fo.nodeID, Prefix: fo.prefix + "quota/", TTL: fo.leaseTTL, Logger: logger})
+		if err != nil {
+			cli.Close()
+			return nil, nil, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = counters.Start(sctx)
+		cancel()
+		if err != nil {
+			cli.Close()
+			return nil, nil, err
+		}
+		cfg.Shared = counters
+	}
+	l, err = quota.New(cfg)
 	if err != nil {
-		return nil, err
+		closeShared()
+		return nil, nil, err
 	}
 	if err := quota.WriteDefaults(filepath.Join(stateDir, quota.DefaultsFile), defaults); err != nil {
-		return nil, fmt.Errorf("write the quota defaults: %w", err)
+		closeShared()
+		return nil, nil, fmt.Errorf("write the quota defaults: %w", err)
 	}
 	if err := l.Start(ctx); err != nil {
-		return nil, err
+		closeShared()
+		return nil, nil, err
 	}
-	logger.Info("tenant quotas", "defaults", defaults.String())
-	return l, nil
+	logger.Info("tenant quotas", "defaults", defaults.String(), "shared", fo.enabled())
+	return l, func(ctx context.Context) error {
+		defer closeShared()
+		return l.Close(ctx)
+	}, nil
 }
+
+// fleetQuotaFlush is how often a fleet's node writes and reads back the
+// day's counters unless --quota-flush says otherwise: what one node may
+// use of a daily quota before the others see it.
+const fleetQuotaFlush = 2 * time.Second
