@@ -369,18 +369,22 @@ func unavailable(err error) error {
 
 // Take implements Shared.
 func (e *EtcdCounters) Take(ctx context.Context, tenantID string, r Record, check func(SharedState) error) error {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
 	if r.Force && r.ID != "" {
+		ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+		defer cancel()
 		return e.force(ctx, tenantID, r)
 	}
+	// This node's takes of one tenant go one at a time (each bounded by
+	// Timeout): only other nodes' contend in etcd.
+	mu := e.lock(tenantID)
+	mu.Lock()
+	defer mu.Unlock()
 	lease := e.currentLease()
 	if lease == 0 && r.ID != "" {
 		return unavailable(errors.New("no lease"))
 	}
-	mu := e.lock(tenantID)
-	mu.Lock()
-	defer mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
 	prefix := e.tenantPrefix(tenantID)
 	for attempt := 0; ; attempt++ {
 		resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix())
