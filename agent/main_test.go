@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/airlockhq/airlock"
 	"io"
 	"net"
 	"os"
@@ -186,7 +187,7 @@ func (h *harness) exec(req protocol.ExecRequest) *run {
 
 type run struct {
 	h              *harness
-	p              *protocol.Process
+	p              airlock.Process
 	stdout, stderr bytes.Buffer // read only after wait
 }
 

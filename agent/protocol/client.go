@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock"
 	"io"
 	"sync"
 )
@@ -379,3 +380,9 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer, max int64) (
 }
 
 var errViolation = errors.New("protocol violation")
+
+// The Client is the domain's Agent; its Process the domain's Process.
+var (
+	_ airlock.Agent   = (*Client)(nil)
+	_ airlock.Process = (*Process)(nil)
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock"
 	"io"
 )
 
@@ -28,8 +29,8 @@ var ErrNoStdin = errors.New("protocol: an attached process has no stdin")
 // writers as they arrive (nil discards); the writers are called from one
 // goroutine, never concurrently. Exec returns once the agent has started
 // the program; Wait returns its exit status.
-func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*Process, error) {
-	if err := req.Validate(); err != nil {
+func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (airlock.Process, error) {
+	if err := validateExec(&req); err != nil {
 		return nil, fmt.Errorf("protocol: %w", err)
 	}
 	return c.startProcess(ctx, Request{Op: OpExec, Exec: &req}, stdout, stderr)

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"errors"
+	"github.com/airlockhq/airlock"
 	"io"
 	"strings"
 	"testing"
@@ -13,10 +14,10 @@ import (
 
 // startAttach attaches to pid against the fake agent and acknowledges it
 // with ackPID.
-func startAttach(t *testing.T, c *protocol.Client, a *fakeAgent, pid, ackPID int, stdout, stderr io.Writer) (*protocol.Process, uint32, error) {
+func startAttach(t *testing.T, c *protocol.Client, a *fakeAgent, pid, ackPID int, stdout, stderr io.Writer) (airlock.Process, uint32, error) {
 	t.Helper()
 	type started struct {
-		p   *protocol.Process
+		p   airlock.Process
 		err error
 	}
 	ch := make(chan started, 1)
