@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock/internal/problem"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -184,10 +184,7 @@ func (c *Client) doJSON(req *http.Request, out any) error {
 func drain(r io.Reader) { io.Copy(io.Discard, io.LimitReader(r, MaxProblemBytes)) }
 
 // isJSONType reports whether a Content-Type is JSON (problem or plain).
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/problem+json" || mt == "application/json")
-}
+func isJSONType(ct string) bool { return problem.IsJSON(ct) }
 
 // snippet returns at most n bytes of b as a printable string.
 func snippet(b []byte, n int) string {

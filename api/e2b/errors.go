@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/airlockhq/airlock/internal/problem"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -56,7 +57,7 @@ func httpStatus(err error) (int, string, bool) {
 	if !errors.As(err, &ae) {
 		return http.StatusInternalServerError, "internal error", true
 	}
-	status := airlock.HTTPStatus(ae.Code)
+	status := problem.Status(ae.Code)
 	switch ae.Type {
 	case "disk-full", "file-too-large":
 		status = http.StatusInsufficientStorage

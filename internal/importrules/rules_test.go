@@ -50,7 +50,6 @@ var rules = []rule{
 // list only shrinks).
 var exempt = map[string]string{
 	"backend/microvm -> service/image":       "guest artefacts are found through the image store",
-	"fleet -> api/rest":                      "the fleet writes problems with the REST API's writer; one problem writer replaces it",
 	"service/image -> backend/microvm/guest": "the image builder writes the guest's config",
 }
 

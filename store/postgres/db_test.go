@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock/internal/problem"
 	"net"
 	"path/filepath"
 	"slices"
@@ -155,7 +156,7 @@ func wantUnavailable(t *testing.T, what string, err error, typ string) {
 		airlock.RetryAfterOf(err) <= 0 || ae.Err == nil {
 		t.Fatalf("%s: %+v, want %s/%s with a message naming the store, a RetryAfter and the cause", what, ae, airlock.EUNAVAILABLE, typ)
 	}
-	if got := airlock.HTTPStatus(airlock.ErrorCode(err)); got != 503 {
+	if got := problem.Status(airlock.ErrorCode(err)); got != 503 {
 		t.Fatalf("%s: HTTP status %d, want 503", what, got)
 	}
 }
