@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/airlockhq/airlock/internal/harden"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,7 +121,7 @@ c = socket.create_connection(s.getsockname()); print("ok")`)
 func TestSeccompDeniesWithEPERM(t *testing.T) {
 	b := testenv.Namespaces(t)
 	sb := newSandbox(t, b, airlock.DefaultLimits)
-	denied, _ := json.Marshal(nsinit.DeniedSyscalls())
+	denied, _ := json.Marshal(harden.DeniedSyscalls())
 	out, errOut, st := run(t, sb, "python3", "-c", fmt.Sprintf(`
 import ctypes, errno, json, socket
 libc = ctypes.CDLL(None, use_errno=True)
