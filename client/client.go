@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/problem"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Response size limits. JSON bodies are read into memory whole, so they are

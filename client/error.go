@@ -3,13 +3,13 @@ package client
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/problem"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // ProblemTypePrefix starts the type URI of every Airlock problem document;

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"io"
 	"sync"
+
+	"github.com/airlockhq/airlock"
 )
 
 // ErrClosed is returned once the connection to the agent is gone.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )

@@ -6,9 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"io"
 	"syscall"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Code contexts: persistent interpreters the agent keeps in a session's

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Limits on what either side may send, checked on decode.

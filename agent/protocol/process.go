@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"io"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Process is a program running in the sandbox, started by Client.Exec or

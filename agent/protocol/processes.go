@@ -3,9 +3,10 @@ package protocol
 import (
 	"context"
 	"fmt"
-	"github.com/airlockhq/airlock"
 	"io"
 	"math"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Retained programs: an exec with RetainBytes outlives the connection it

@@ -3,12 +3,12 @@ package protocol_test
 import (
 	"context"
 	"errors"
-	"github.com/airlockhq/airlock"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
 )
 

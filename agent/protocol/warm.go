@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"fmt"
+
 	"github.com/airlockhq/airlock"
 )
 

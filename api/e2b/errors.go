@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/airlockhq/airlock/internal/problem"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Errors go out in the shape each part of E2B's API has: {code, message}

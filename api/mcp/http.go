@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"github.com/airlockhq/airlock/internal/problem"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Keys resolves API keys to tenants: the store, as the REST API uses it.

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/problem"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Defaults and bounds of Config.

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/mountinfo"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
 	"github.com/airlockhq/airlock/internal/loopdisk"
+	"github.com/airlockhq/airlock/internal/mountinfo"
 )
 
 // hostState is what the suite compares before and after a case.

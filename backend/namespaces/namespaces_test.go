@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/harden"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/backend/namespaces"
 	"github.com/airlockhq/airlock/backend/namespaces/nsinit"
+	"github.com/airlockhq/airlock/internal/harden"
 	"github.com/airlockhq/airlock/internal/testenv"
 )
 

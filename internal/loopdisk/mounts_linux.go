@@ -3,9 +3,10 @@ package loopdisk
 import (
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockhq/airlock/internal/mountinfo"
 )
 
 // UnmountAll unmounts every mount at or below dir, deepest first.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/mountinfo"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/mountinfo"
 )
 
 // lockImages takes the exclusive build lock of imagesDir, waiting for it

@@ -3,7 +3,6 @@ package nsinit
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/harden"
 	"io"
 	"math"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockhq/airlock/internal/harden"
 )
 
 // RunIfAsked runs the init stage when the process was started with
