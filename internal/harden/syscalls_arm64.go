@@ -1,6 +1,6 @@
 //go:build linux
 
-package nsinit
+package harden
 
 import "golang.org/x/sys/unix"
 

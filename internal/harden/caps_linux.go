@@ -1,4 +1,4 @@
-package nsinit
+package harden
 
 import (
 	"errors"
@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dropCapabilities empties every capability set of the calling thread:
+// DropCapabilities empties every capability set of the calling thread:
 // bounding (so no exec can bring one back), ambient, inheritable,
 // permitted and effective. Call it last among the privileged steps.
-func dropCapabilities() error {
+func DropCapabilities() error {
 	for c := 0; c <= 63; c++ {
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if errors.Is(err, unix.EINVAL) {

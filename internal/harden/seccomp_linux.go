@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64)
 
-package nsinit
+package harden
 
 import (
 	"fmt"
@@ -265,7 +265,9 @@ func argIn(nr uintptr, vals []uint32) []unix.SockFilter {
 
 // installSeccomp installs the filter on the calling thread, the one that
 // execs (no_new_privs must be set on it).
-func installSeccomp() error {
+// InstallSeccomp installs the sandbox's seccomp allow-list on the calling
+// thread (and what it execs). no_new_privs must be set first.
+func InstallSeccomp() error {
 	f := Filter()
 	if len(f) > 4096 {
 		return fmt.Errorf("seccomp filter too long: %d instructions", len(f))
