@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/etcdtest"
+	"github.com/airlockhq/airlock/internal/problem"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/service/quota"
 )
@@ -72,8 +73,8 @@ func wantUnavailable(t *testing.T, what string, err error) {
 	if !errors.As(err, &e) || e.Code != airlock.EUNAVAILABLE || e.Type != "quota-unavailable" || e.RetryAfter < time.Second {
 		t.Fatalf("%s: %v, want a 503 quota-unavailable problem with Retry-After", what, err)
 	}
-	if airlock.HTTPStatus(e.Code) != http.StatusServiceUnavailable {
-		t.Errorf("%s: status %d, want 503", what, airlock.HTTPStatus(e.Code))
+	if problem.Status(e.Code) != http.StatusServiceUnavailable {
+		t.Errorf("%s: status %d, want 503", what, problem.Status(e.Code))
 	}
 }
 
