@@ -31,7 +31,7 @@ import (
 )
 
 // TestAirlockdObjectStoreAndTracing runs the real airlockd with its
-// artifacts in a real S3-compatible server (SeaweedFS on loopback), a
+// artifacts in a real S3-compatible server (versitygw on loopback), a
 // signing key given by file (as every node of a fleet is given the same
 // one) and traces exported to a real OTLP/HTTP receiver in the test. A
 // Python run that draws a chart must leave the chart in the bucket (and

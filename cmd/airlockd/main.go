@@ -30,6 +30,7 @@ import (
 	"github.com/airlockhq/airlock/backend/microvm/jailer"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/internal/tracing"
+	"github.com/airlockhq/airlock/internal/version"
 	"github.com/airlockhq/airlock/service/image"
 	"github.com/airlockhq/airlock/service/oneshot"
 	"github.com/airlockhq/airlock/service/provision"
@@ -219,7 +220,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		snapshotDir = ""
 	}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
 	// The quotas' counters are written last on the way out, after every
 	// sandbox has ended or been left for the next start.
 	quotas, stopQuotas, err := newQuotas(ctx, o.quotas, o.fleet, o.sessions.maxPerTenant, o.stateDir, store, registry, logger)
