@@ -1,8 +1,7 @@
-package main
+package node
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,21 +14,15 @@ import (
 	"github.com/airlockhq/airlock/internal/secretscan"
 )
 
-// blobOptions choose where artifacts and sealed snapshots live, and the
+// BlobConfig chooses where artifacts and sealed snapshots live, and the
 // key that signs artifact URLs (which every node of a fleet must share).
-type blobOptions struct {
-	url            string
-	signingKeyFile string
-}
-
-func (o *blobOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.url, "blobs", envOr("AIRLOCK_BLOBS", ""),
-		"where artifacts and sealed snapshots are stored: empty for the state directory's blobs/, or an S3-compatible bucket "+
-			"s3://BUCKET?endpoint=URL&region=R&use_path_style=true[&prefix=DIR/] (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
-			"never in the URL; the bucket must exist) (env AIRLOCK_BLOBS)")
-	fs.StringVar(&o.signingKeyFile, "signing-key-file", envOr("AIRLOCK_SIGNING_KEY_FILE", ""),
-		"file holding the key that signs artifact URLs (at least 32 bytes, mode 0600); every node of a fleet must be given the same one "+
-			"so a URL signed by one node works on all (default: signing.key in the state directory, made at first start) (env AIRLOCK_SIGNING_KEY_FILE)")
+type BlobConfig struct {
+	// URL is empty for the state directory's blobs/, or an S3-compatible
+	// bucket, s3://BUCKET?endpoint=URL&region=R&use_path_style=true.
+	URL string
+	// SigningKeyFile holds the key that signs artifact URLs (default:
+	// signing.key in the state directory, made at first start).
+	SigningKeyFile string
 }
 
 // blobStore is an airlock.Blobs that airlockd closes on the way out.
@@ -39,11 +32,11 @@ type blobStore interface {
 }
 
 // open opens the configured blob store.
-func (o blobOptions) open(ctx context.Context, stateDir string, logger *slog.Logger) (blobStore, error) {
-	if o.url == "" {
+func (o BlobConfig) open(ctx context.Context, stateDir string, logger *slog.Logger) (blobStore, error) {
+	if o.URL == "" {
 		return disk.New(disk.Config{Dir: filepath.Join(stateDir, "blobs")})
 	}
-	cfg := s3.Config{URL: o.url}
+	cfg := s3.Config{URL: o.URL}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("--blobs: %w", err)
 	}
@@ -52,7 +45,7 @@ func (o blobOptions) open(ctx context.Context, stateDir string, logger *slog.Log
 		return nil, fmt.Errorf("--blobs: %w", err)
 	}
 	logger.Info("blobs in object storage", "bucket", cfg.Redacted())
-	if o.signingKeyFile == "" {
+	if o.SigningKeyFile == "" {
 		logger.Warn("--blobs is shared but --signing-key-file is not: artifact URLs this node signs work only on this node")
 	}
 	return b, nil
@@ -60,33 +53,33 @@ func (o blobOptions) open(ctx context.Context, stateDir string, logger *slog.Log
 
 // signingKey reads the shared signing key, or the node's own (made at
 // first start) when none is configured.
-func (o blobOptions) signingKey(stateDir string) ([]byte, error) {
-	if o.signingKeyFile == "" {
+func (o BlobConfig) signingKey(stateDir string) ([]byte, error) {
+	if o.SigningKeyFile == "" {
 		return loadOrCreateKey(filepath.Join(stateDir, "signing.key"))
 	}
-	fi, err := os.Stat(o.signingKeyFile)
+	fi, err := os.Stat(o.SigningKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--signing-key-file: %w", err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("--signing-key-file: %s is readable by others (mode %v): chmod 0600", o.signingKeyFile, fi.Mode().Perm())
+		return nil, fmt.Errorf("--signing-key-file: %s is readable by others (mode %v): chmod 0600", o.SigningKeyFile, fi.Mode().Perm())
 	}
-	b, err := os.ReadFile(o.signingKeyFile)
+	b, err := os.ReadFile(o.SigningKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--signing-key-file: %w", err)
 	}
 	b = []byte(strings.TrimRight(string(b), "\r\n"))
 	if len(b) < 32 {
-		return nil, fmt.Errorf("--signing-key-file: %s holds fewer than 32 bytes", o.signingKeyFile)
+		return nil, fmt.Errorf("--signing-key-file: %s holds fewer than 32 bytes", o.SigningKeyFile)
 	}
 	return b, nil
 }
 
 // addSecrets makes the signing key file and the object store's secret
 // key known secrets: nothing a sandbox is given may contain them.
-func (o blobOptions) addSecrets(k *secretscan.Known) {
-	if o.signingKeyFile != "" {
-		k.AddFile("airlockd signing key (--signing-key-file)", o.signingKeyFile)
+func (o BlobConfig) addSecrets(k *secretscan.Known) {
+	if o.SigningKeyFile != "" {
+		k.AddFile("airlockd signing key (--signing-key-file)", o.SigningKeyFile)
 	}
 	if v := os.Getenv("AWS_SECRET_ACCESS_KEY"); v != "" {
 		k.Add("object storage secret key (AWS_SECRET_ACCESS_KEY)", []byte(v))
