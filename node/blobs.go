@@ -23,6 +23,9 @@ type BlobConfig struct {
 	// SigningKeyFile holds the key that signs artifact URLs (default:
 	// signing.key in the state directory, made at first start).
 	SigningKeyFile string
+	// Dir is the local directory used without URL (default: the state
+	// directory's blobs/).
+	Dir string
 }
 
 // blobStore is an airlock.Blobs that airlockd closes on the way out.
@@ -34,7 +37,11 @@ type blobStore interface {
 // open opens the configured blob store.
 func (o BlobConfig) open(ctx context.Context, stateDir string, logger *slog.Logger) (blobStore, error) {
 	if o.URL == "" {
-		return disk.New(disk.Config{Dir: filepath.Join(stateDir, "blobs")})
+		dir := o.Dir
+		if dir == "" {
+			dir = filepath.Join(stateDir, "blobs")
+		}
+		return disk.New(disk.Config{Dir: dir})
 	}
 	cfg := s3.Config{URL: o.URL}
 	if err := cfg.Validate(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/fleet"
+	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/session"
 	"github.com/airlockhq/airlock/store/postgres"
@@ -55,7 +56,10 @@ type Config struct {
 	Namespaces   bool   // also offer the namespaces backend
 	MicroVM      bool   // also offer the microVM backend
 	NoSnapshots  bool   // never restore from base snapshots
-	Pool         PoolConfig
+	// SnapshotDir keeps the base snapshots (default: <state-dir>/snapshots).
+	SnapshotDir string
+	// Pool sizes the warm pool (Disabled: no pool).
+	Pool provision.PoolConfig
 	// Warm are the one-shot image/language pairs readied at start.
 	Warm []string
 	// DebugListen serves Go's profiles there; off when empty.
@@ -72,14 +76,6 @@ type Config struct {
 	Trace    TraceConfig
 	Store    StoreConfig
 	Fleet    FleetConfig
-}
-
-// PoolConfig sizes the warm pool.
-type PoolConfig struct {
-	Min       int           // ready sandboxes kept per warm pair even when idle
-	Max       int           // most ready sandboxes per pair (0: no pool)
-	MemoryMiB int64         // memory budget of all ready sandboxes
-	MaxAge    time.Duration // older members are replaced
 }
 
 // SessionsConfig are the session settings.
@@ -114,7 +110,7 @@ func Defaults() Config {
 		TenantShare:    0.75,
 		KeepSessions:   true,
 		CgroupParent:   "airlock",
-		Pool:           PoolConfig{Min: 1, Max: 8, MemoryMiB: 2048, MaxAge: 10 * time.Minute},
+		Pool:           provision.PoolConfig{Min: 1, Max: 8, MemoryBudget: 2048 << 20, MaxAge: 10 * time.Minute},
 		Warm:           []string{"python-ds/python", "base/bash", "base/node", "base/sql"},
 		Sessions: SessionsConfig{
 			Sizes:          map[airlock.SessionSize]session.Size{},

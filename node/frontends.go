@@ -38,7 +38,8 @@ func (n *Node) listen(ctx context.Context) error {
 	if !loopback && c.API.MetricsKey == "" {
 		n.logger.Warn("/metrics is closed (403): airlockd listens beyond loopback without --metrics-key", "addr", n.ln.Addr().String())
 	}
-	if n.Watch, err = watch.New(watch.Config{Sessions: n.Sessions}); err != nil { // GET /v1/sessions/{id}/output
+	sessions, err := n.sessionService()
+	if err != nil {
 		return err
 	}
 	api, err := rest.New(rest.Config{
@@ -52,7 +53,7 @@ func (n *Node) listen(ctx context.Context) error {
 		MetricsKey:   c.API.MetricsKey,
 		LoopbackOnly: loopback,
 		PublicURL:    c.API.PublicURL,
-		Sessions:     n.Watch,
+		Sessions:     sessions,
 		Usage:        n.Quotas,
 		Keep:         n.Sessions,
 		SigningKey:   signingKey,
@@ -62,7 +63,9 @@ func (n *Node) listen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n.Handler, err = frontDoor(api.Handler(), n.Store, n.logger); err != nil {
+	if n.parts.frontDoor != nil {
+		n.Handler = n.parts.frontDoor(n, api.Handler())
+	} else if n.Handler, err = frontDoor(api.Handler(), n.Store, n.logger); err != nil {
 		return err
 	}
 	if c.E2B.Enabled || c.E2B.Listen != "" {
@@ -86,7 +89,9 @@ func (n *Node) listen(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	n.srv.RegisterOnShutdown(n.Watch.Close) // watches last as long as their sessions: end them
+	if n.Watch != nil {
+		n.srv.RegisterOnShutdown(n.Watch.Close) // watches last as long as their sessions: end them
+	}
 	if c.DebugListen != "" {
 		if err := serveDebug(c.DebugListen, n.logger); err != nil {
 			return err
@@ -132,4 +137,19 @@ func readiness(images airlock.ImageResolver) func(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// sessionService is the session service the REST API serves: the
+// sessions behind the watch service (GET /v1/sessions/{id}/output), or
+// what WithSessionService makes of them.
+func (n *Node) sessionService() (airlock.SessionService, error) {
+	if n.parts.wrapSessions != nil {
+		return n.parts.wrapSessions(n.Sessions), nil
+	}
+	w, err := watch.New(watch.Config{Sessions: n.Sessions})
+	if err != nil {
+		return nil, err
+	}
+	n.Watch = w
+	return w, nil
 }

@@ -22,11 +22,17 @@ type KeepConfig struct {
 	OldMasterKeyFiles []string
 	SnapshotQuotaMiB  int64
 	MaxPausedAge      time.Duration
+	// MasterKey, when set, is the master key itself (MasterKeyFile and
+	// the environment are not read).
+	MasterKey *seal.MasterKey
 }
 
 // masterKeys reads the current master key (file or environment) and any
 // older ones; nil when none is configured.
 func (o KeepConfig) masterKeys() (*seal.MasterKey, []*seal.MasterKey, error) {
+	if o.MasterKey != nil {
+		return o.MasterKey, nil, nil
+	}
 	var cur *seal.MasterKey
 	var err error
 	switch env := os.Getenv("AIRLOCK_MASTER_KEY"); {

@@ -37,6 +37,7 @@ var ErrNotRoot = errors.New("airlockd must run as root (runsc, cgroups and mount
 // (called by Run) takes it down in the reverse order of its making.
 type Node struct {
 	cfg    Config
+	parts  parts
 	logger *slog.Logger
 
 	Store       Store
@@ -59,6 +60,10 @@ type Node struct {
 
 	ln  net.Listener
 	srv *http.Server
+	// egress and egressLog are the sandboxes' networks and their log as
+	// the services see them: the node's proxy, or what WithEgress gave.
+	egress    airlock.Egress
+	egressLog airlock.EgressStore
 
 	// closers run last first in Close: the reverse of the making.
 	closers   []func()
@@ -70,8 +75,9 @@ type Node struct {
 // store and the blobs, makes the backends and the services, recovers
 // what an earlier run left (sessions to reattach, sandboxes and networks
 // to end, one-shot runs to record as failed), readies the pool and
-// listens. On an error everything made so far is closed again.
-func New(ctx context.Context, cfg Config) (_ *Node, err error) {
+// listens. On an error everything made so far is closed again. opts
+// replace parts the node would make with the caller's own.
+func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,6 +86,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, logger: cfg.Logger}
+	for _, o := range opts {
+		o(&n.parts)
+	}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -134,10 +143,12 @@ func (n *Node) openState(ctx context.Context) error {
 	if c.Fleet.enabled() {
 		nodeID = c.Fleet.NodeID
 	}
-	if n.Store, err = c.Store.open(ctx, c.StateDir, nodeID, n.logger); err != nil {
-		return err
+	if n.Store = n.parts.store; n.Store == nil {
+		if n.Store, err = c.Store.open(ctx, c.StateDir, nodeID, n.logger); err != nil {
+			return err
+		}
+		n.onClose(func() { n.Store.Close() })
 	}
-	n.onClose(func() { n.Store.Close() })
 	stopTracing, err := c.Trace.setup(ctx, n.logger)
 	if err != nil {
 		return err
@@ -147,13 +158,19 @@ func (n *Node) openState(ctx context.Context) error {
 		return err
 	}
 	n.onClose(func() { n.Blobs.Close() })
-	n.Images, err = image.NewStore(image.StoreConfig{StateDir: c.StateDir, AgentPath: c.AgentPath})
+	if n.Images = n.parts.images; n.Images == nil {
+		n.Images, err = image.NewStore(image.StoreConfig{StateDir: c.StateDir, AgentPath: c.AgentPath})
+	}
 	return err
 }
 
 // openBackends makes gVisor's backend and those offered besides it.
 func (n *Node) openBackends(ctx context.Context) error {
 	c := n.cfg
+	if n.parts.backends != nil {
+		n.Backends = n.parts.backends
+		return nil
+	}
 	gv, err := gvisor.New(gvisor.Config{StateDir: filepath.Join(c.StateDir, "gvisor"), CgroupParent: c.CgroupParent, Logger: n.logger})
 	if err != nil {
 		return err

@@ -21,6 +21,8 @@ type QuotaConfig struct {
 	Defaults quota.Limits
 	// Flush is how often the day's counters are written to the store.
 	Flush time.Duration
+	// FlushGap is the least time between two writes (default 1 s).
+	FlushGap time.Duration
 }
 
 // newQuotas makes the node's ledger of tenant quotas and reads the store.
@@ -36,7 +38,7 @@ func newQuotas(ctx context.Context, o QuotaConfig, maxPerTenant int, stateDir st
 	if _, set := defaults[quota.Sessions]; !set && maxPerTenant > 0 {
 		defaults[quota.Sessions] = int64(maxPerTenant)
 	}
-	l, err := quota.New(quota.Config{Defaults: defaults, Store: store, FlushInterval: o.Flush, Metrics: metrics, Logger: logger})
+	l, err := quota.New(quota.Config{Defaults: defaults, Store: store, FlushInterval: o.Flush, FlushGap: o.FlushGap, Metrics: metrics, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

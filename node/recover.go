@@ -40,5 +40,8 @@ func (n *Node) recover(ctx context.Context) error {
 	}
 	n.onClose(n.closeWithin(time.Minute, "stopping the provisioner", n.Provisioner.Close))
 	n.onClose(n.stopSessions)
+	if n.parts.noDefaultTenant {
+		return nil
+	}
 	return bootstrapTenant(ctx, n.Store, n.cfg.StateDir, n.logger)
 }

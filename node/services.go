@@ -25,10 +25,12 @@ func (n *Node) startServices(ctx context.Context) error {
 	// The quotas' counters are written last on the way out, after every
 	// sandbox has ended or been left for the next start.
 	var err error
-	if n.Quotas, err = newQuotas(ctx, c.Quotas, c.Sessions.MaxPerTenant, c.StateDir, n.Store, n.Registry, n.logger); err != nil {
-		return err
+	if n.Quotas = n.parts.quotas; n.Quotas == nil {
+		if n.Quotas, err = newQuotas(ctx, c.Quotas, c.Sessions.MaxPerTenant, c.StateDir, n.Store, n.Registry, n.logger); err != nil {
+			return err
+		}
+		n.onClose(n.closeWithin(30*time.Second, "writing the quotas' counters", n.Quotas.Close))
 	}
-	n.onClose(n.closeWithin(30*time.Second, "writing the quotas' counters", n.Quotas.Close))
 	secrets := hostSecrets(c.StateDir, c.API.MetricsKey)
 	c.Blobs.addSecrets(secrets)
 	if n.Abuse, err = startAbuse(c.Abuse, n.Store, n.Registry, n.logger); err != nil {
@@ -43,6 +45,10 @@ func (n *Node) startServices(ctx context.Context) error {
 	if n.Egress != nil { // closed after the sessions and the provisioner: their networks go first
 		n.onClose(n.closeWithin(time.Minute, "stopping the egress proxy", n.Egress.Close))
 	}
+	n.egress, n.egressLog = egressOf(n.Egress), egressLogOf(n.Egress, n.Store)
+	if n.parts.egress != nil {
+		n.egress, n.egressLog = n.parts.egress, n.parts.egressLog
+	}
 	if err := n.startProvisioner(secrets); err != nil {
 		return err
 	}
@@ -50,7 +56,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, egressOf(n.Egress), egressLogOf(n.Egress, n.Store), n.logger)
+	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.parts.session, n.logger)
 	return err
 }
 
@@ -58,7 +64,10 @@ func (n *Node) startServices(ctx context.Context) error {
 // manager.
 func (n *Node) startProvisioner(secrets *secretscan.Known) error {
 	c := n.cfg
-	snapshotDir := filepath.Join(c.StateDir, "snapshots")
+	snapshotDir := c.SnapshotDir
+	if snapshotDir == "" {
+		snapshotDir = filepath.Join(c.StateDir, "snapshots")
+	}
 	if c.NoSnapshots {
 		snapshotDir = ""
 	}
@@ -74,23 +83,17 @@ func (n *Node) startProvisioner(secrets *secretscan.Known) error {
 		Quotas:      n.Quotas,
 		SnapshotDir: snapshotDir,
 		MaxStarts:   c.MaxStarts,
-		Pool: provision.PoolConfig{
-			Min:          c.Pool.Min,
-			Max:          c.Pool.Max,
-			MemoryBudget: c.Pool.MemoryMiB << 20,
-			MaxAge:       c.Pool.MaxAge,
-			Disabled:     c.Pool.Max == 0,
-		},
-		Egress:      egressOf(n.Egress),
+		Pool:        c.Pool,
+		Egress:      n.egress,
 		Secrets:     secretscan.Default().WithKnown(secrets),
-		Quarantines: n.Store,
+		Quarantines: n.quarantines(),
 		Metrics:     n.Registry,
 		Logger:      n.logger,
 	})
 	if err != nil {
 		return err
 	}
-	if n.Runner, err = run.New(run.Config{Store: n.Store, Metrics: n.Registry, Watchdog: watchdogOf(n.Abuse), Logger: n.logger}); err != nil {
+	if n.Runner, err = run.New(run.Config{Store: n.Store, Metrics: n.Registry, Watchdog: n.watchdog(), Logger: n.logger}); err != nil {
 		return err
 	}
 	n.OneShot, err = oneshot.New(oneshot.Config{
@@ -101,7 +104,7 @@ func (n *Node) startProvisioner(secrets *secretscan.Known) error {
 		Blobs:        n.Blobs,
 		Limits:       c.limits(),
 		MaxTimeout:   c.MaxTimeout,
-		NetworkAllow: c.Egress.allowFor,
+		NetworkAllow: n.networkAllow(),
 		Logger:       n.logger,
 	})
 	return err
@@ -113,4 +116,28 @@ func (c Config) limits() airlock.Limits {
 	l.Timeout = c.DefaultTimeout
 	l.MemoryBytes = c.MemoryMiB << 20
 	return l
+}
+
+// quarantines is what admission asks whether a tenant is quarantined.
+func (n *Node) quarantines() provision.Quarantines {
+	if n.parts.quarantines != nil {
+		return n.parts.quarantines
+	}
+	return n.Store
+}
+
+// watchdog is what the runner reports to.
+func (n *Node) watchdog() airlock.Watchdog {
+	if n.parts.watchdog != nil {
+		return n.parts.watchdog
+	}
+	return watchdogOf(n.Abuse)
+}
+
+// networkAllow is the tenants' default allow list for one-shot runs.
+func (n *Node) networkAllow() func(*airlock.Tenant) []string {
+	if n.parts.networkAllow != nil {
+		return n.parts.networkAllow
+	}
+	return n.cfg.Egress.allowFor
 }

@@ -21,8 +21,8 @@ type sessionStore interface {
 }
 
 // newSessions makes the session manager.
-func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, logger *slog.Logger) (*session.Manager, error) {
-	return session.New(session.Config{
+func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
+	cfg := session.Config{
 		Provisioner:    prov,
 		Runner:         runner,
 		Images:         images,
@@ -38,7 +38,11 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Prov
 		MaxExecTimeout: o.MaxExecTimeout,
 		Keep:           keep,
 		Logger:         logger,
-	})
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	return session.New(cfg)
 }
 
 // recoverSessions takes back the sessions an earlier run left live: their

@@ -25,16 +25,17 @@ func envOr(key, def string) string {
 // a node.Config; lists are read as comma-separated strings and split by
 // config.
 type flags struct {
-	cfg          node.Config
-	logLevel     string
-	warm         string
-	warmSessions string
-	upstreams    string
-	permit       string
-	abusePools   string
-	abuseDisable string
-	oldMasterKey string
-	etcd         string
+	cfg           node.Config
+	logLevel      string
+	poolMemoryMiB int64
+	warm          string
+	warmSessions  string
+	upstreams     string
+	permit        string
+	abusePools    string
+	abuseDisable  string
+	oldMasterKey  string
+	etcd          string
 }
 
 // newFlags registers every flag of airlockd on fs, with node.Defaults
@@ -74,6 +75,8 @@ func (f *flags) config() (node.Config, error) {
 			c.Fleet.Secret = os.Getenv("AIRLOCK_FLEET_SECRET")
 		}
 	}
+	c.Pool.MemoryBudget = f.poolMemoryMiB << 20
+	c.Pool.Disabled = c.Pool.Max == 0
 	c.Warm = splitList(f.warm)
 	c.Sessions.Warm = splitList(f.warmSessions)
 	c.Egress.Upstreams = splitList(f.upstreams)
@@ -186,7 +189,7 @@ func (f *flags) registerNode(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.Pool.Min, "pool-min", c.Pool.Min, "ready sandboxes kept per warm image/language even when idle")
 	fs.IntVar(&c.Pool.Max, "pool-max", c.Pool.Max, "most ready sandboxes per warm image/language")
-	fs.Int64Var(&c.Pool.MemoryMiB, "pool-memory-mib", c.Pool.MemoryMiB, "memory budget of all ready pool sandboxes, in MiB")
+	fs.Int64Var(&f.poolMemoryMiB, "pool-memory-mib", c.Pool.MemoryBudget>>20, "memory budget of all ready pool sandboxes, in MiB")
 	fs.DurationVar(&c.Pool.MaxAge, "pool-max-age", c.Pool.MaxAge, "pool sandboxes older than this are replaced")
 	fs.StringVar(&f.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
 	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
