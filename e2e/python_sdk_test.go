@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
@@ -30,23 +29,9 @@ func TestPythonSDK(t *testing.T) {
 	if err != nil {
 		testreq.Skip(t, "python3 is not installed")
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-python-sdk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-pysdk-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1"})
-	daemons = append(daemons, d)
+	n := newTestNode(t, nodeOptions{name: "python-sdk", images: []string{"base", "python-ds"}})
+	tmp := n.dir
+	d := n.start("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1")
 	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
 	if err != nil {
 		t.Fatal(err)
