@@ -3,11 +3,12 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +32,16 @@ func TestPythonSDK(t *testing.T) {
 	}
 	n := newTestNode(t, nodeOptions{name: "python-sdk", images: []string{"base", "python-ds"}})
 	tmp := n.dir
-	d := n.start("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1")
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
+	// A master key, so the SDK's snapshot, pause and resume calls run
+	// for real.
+	masterKey := filepath.Join(tmp, "master.key")
+	var mk [32]byte
+	rand.Read(mk[:])
+	if err := os.WriteFile(masterKey, []byte(hex.EncodeToString(mk[:])+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	d := n.start("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1",
+		"--master-key-file", masterKey)
 	other := newTenantKey(t, tmp, "python-other")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -44,7 +50,7 @@ func TestPythonSDK(t *testing.T) {
 	cmd.Dir = filepath.Join("..", "sdk", "python") // go test runs in the package directory
 	cmd.Env = append(os.Environ(),
 		"AIRLOCK_URL="+d.url,
-		"AIRLOCK_API_KEY="+strings.TrimSpace(string(keyBytes)),
+		"AIRLOCK_API_KEY="+n.key(),
 		"AIRLOCK_TEST_OTHER_KEY="+other,
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
