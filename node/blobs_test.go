@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestSigningKey(t *testing.T) {
 		{"missing", filepath.Join(dir, "none.key"), ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := blobOptions{signingKeyFile: tt.file}.signingKey(dir)
+			got, err := BlobConfig{SigningKeyFile: tt.file}.signingKey(dir)
 			if tt.want == "" {
 				if err == nil || !strings.Contains(err.Error(), "--signing-key-file") {
 					t.Errorf("signingKey = %q, %v; want an error naming the flag", got, err)
@@ -48,11 +48,11 @@ func TestSigningKey(t *testing.T) {
 
 	// Without a file: the node's own key, made once in the state directory.
 	state := t.TempDir()
-	a, err := blobOptions{}.signingKey(state)
+	a, err := BlobConfig{}.signingKey(state)
 	if err != nil || len(a) < 32 {
 		t.Fatalf("own key: %d bytes, %v", len(a), err)
 	}
-	b, err := blobOptions{}.signingKey(state)
+	b, err := BlobConfig{}.signingKey(state)
 	if err != nil || !bytes.Equal(a, b) {
 		t.Errorf("own key changed between starts: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestBlobSecretsKnown(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "object-store-secret-0123456789")
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	k := &secretscan.Known{}
-	blobOptions{signingKeyFile: keyFile}.addSecrets(k)
+	BlobConfig{SigningKeyFile: keyFile}.addSecrets(k)
 	var names []string
 	for _, s := range k.Secrets() {
 		names = append(names, s.Name)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -19,21 +19,21 @@ import (
 // use. Its cgroups live under <cgroup-parent>-namespaces, apart from
 // gVisor's, whose reconciler owns all of its parent. The returned func
 // removes the backend's ready disks on the way out.
-func extraBackends(o options, logger *slog.Logger) ([]airlock.Backend, func(), error) {
+func extraBackends(o Config, logger *slog.Logger) ([]airlock.Backend, func(), error) {
 	var out []airlock.Backend
-	if o.microvm {
+	if o.MicroVM {
 		b, err := microvmBackend(o, logger)
 		if err != nil {
 			return nil, nil, err
 		}
 		out = append(out, b)
 	}
-	if !o.namespaces {
+	if !o.Namespaces {
 		return out, func() {}, nil
 	}
 	b, err := namespaces.New(namespaces.Config{
-		StateDir:     filepath.Join(o.stateDir, "namespaces"),
-		CgroupParent: o.cgroupParent + "-namespaces",
+		StateDir:     filepath.Join(o.StateDir, "namespaces"),
+		CgroupParent: o.CgroupParent + "-namespaces",
 		Logger:       logger,
 	})
 	if err != nil {
@@ -51,8 +51,8 @@ func extraBackends(o options, logger *slog.Logger) ([]airlock.Backend, func(), e
 // guests, which requests reach by asking for isolation "vm". Its cgroups
 // live under <cgroup-parent>-microvm. The acceleration (kvm or tcg) is
 // probed here, logged, and shown in /readyz.
-func microvmBackend(o options, logger *slog.Logger) (*microvm.Backend, error) {
-	kdir, err := image.FindKernel(filepath.Join(o.stateDir, "kernel"))
+func microvmBackend(o Config, logger *slog.Logger) (*microvm.Backend, error) {
+	kdir, err := image.FindKernel(filepath.Join(o.StateDir, "kernel"))
 	if err != nil {
 		return nil, fmt.Errorf("--microvm: %w", err)
 	}
@@ -65,11 +65,11 @@ func microvmBackend(o options, logger *slog.Logger) (*microvm.Backend, error) {
 		return nil, fmt.Errorf("--microvm: %w", err)
 	}
 	b, err := microvm.New(microvm.Config{
-		StateDir:      filepath.Join(o.stateDir, "microvm"),
-		ImageStateDir: o.stateDir,
+		StateDir:      filepath.Join(o.StateDir, "microvm"),
+		ImageStateDir: o.StateDir,
 		KernelDir:     kdir,
 		Driver:        drv,
-		CgroupParent:  o.cgroupParent + "-microvm",
+		CgroupParent:  o.CgroupParent + "-microvm",
 		Logger:        logger,
 	})
 	if err != nil {

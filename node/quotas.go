@@ -1,8 +1,7 @@
-package main
+package node
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -18,42 +17,35 @@ import (
 
 var _ egress.TenantMeter = (*quota.Ledger)(nil)
 
-// quotaOptions are the operator's default tenant quotas.
-type quotaOptions struct {
-	defaults quota.Limits
-	flush    time.Duration
-}
-
-func (o *quotaOptions) register(fs *flag.FlagSet) {
-	o.defaults = quota.Limits{}
-	fs.Func("quota", "default quota of every tenant, KEY=VALUE (repeatable); keys: sessions, runs, executions_per_minute, vcpu, memory, sandbox_seconds_per_day, egress_bytes_per_day; VALUE a number (vcpu may be 0.5; memory and egress take KiB/MiB/GiB; seconds take 8h) or unlimited. 'airlock tenant set NAME --quota KEY=VALUE' overrides one for a tenant", func(v string) error {
-		k, n, err := quota.ParseAssignment(v)
-		if err != nil {
-			return err
-		}
-		o.defaults[k] = n
-		return nil
-	})
-	fs.DurationVar(&o.flush, "quota-flush", 0, "how often the day's quota counters are written to the store (and, in a fleet, read back) and tenants' overrides read again: what a crash may lose of the daily counts, and how late one node sees another's (default 10s; 2s in a fleet)")
+// QuotaConfig are the operator's default tenant quotas.
+type QuotaConfig struct {
+	Defaults quota.Limits
+	// Flush is how often the day's counters are written to the store
+	// (and, in a fleet, read back): what a crash may lose of the daily
+	// counts, and how late one node sees another's (default 10 s; 2 s in
+	// a fleet).
+	Flush time.Duration
+	// FlushGap is the least time between two writes (default 1 s).
+	FlushGap time.Duration
 }
 
 // newQuotas makes the node's ledger of tenant quotas and reads the store.
 // maxPerTenant is --max-sessions-per-tenant: the sessions quota's
 // default unless --quota sessions=... names one.
 // The defaults are written to the state directory for 'airlock tenant'
-// to show. In a fleet (--etcd) the concurrent quotas and the executions
-// per minute are counted in etcd for every node at once, and the day's
+// to show. In a fleet the concurrent quotas and the executions per
+// minute are counted in etcd for every node at once, and the day's
 // counters are read back from the shared store at every flush; stop
 // writes the counters and lets go of etcd.
-func newQuotas(ctx context.Context, o quotaOptions, fo fleetOptions, maxPerTenant int, stateDir string, store airlock.QuotaStore, metrics prometheus.Registerer, logger *slog.Logger) (l *quota.Ledger, stop func(context.Context) error, err error) {
+func newQuotas(ctx context.Context, o QuotaConfig, fo FleetConfig, maxPerTenant int, stateDir string, store airlock.QuotaStore, metrics prometheus.Registerer, logger *slog.Logger) (l *quota.Ledger, stop func(context.Context) error, err error) {
 	defaults := quota.Limits{}
-	for k, v := range o.defaults {
+	for k, v := range o.Defaults {
 		defaults[k] = v
 	}
 	if _, set := defaults[quota.Sessions]; !set && maxPerTenant > 0 {
 		defaults[quota.Sessions] = int64(maxPerTenant)
 	}
-	cfg := quota.Config{Defaults: defaults, Store: store, FlushInterval: o.flush, Metrics: metrics, Logger: logger}
+	cfg := quota.Config{Defaults: defaults, Store: store, FlushInterval: o.Flush, FlushGap: o.FlushGap, Metrics: metrics, Logger: logger}
 	var counters *quota.EtcdCounters
 	var cli *clientv3.Client
 	closeShared := func() {
@@ -71,7 +63,7 @@ func newQuotas(ctx context.Context, o quotaOptions, fo fleetOptions, maxPerTenan
 		if cli, err = fo.client(); err != nil {
 			return nil, nil, err
 		}
-		counters, err = quota.NewEtcdCounters(quota.EtcdConfig{Client: cli, NodeID: fo.nodeID, Prefix: fo.prefix + "quota/", TTL: fo.leaseTTL, Logger: logger})
+		counters, err = quota.NewEtcdCounters(quota.EtcdConfig{Client: cli, NodeID: fo.NodeID, Prefix: fo.Prefix + "quota/", TTL: fo.LeaseTTL, Logger: logger})
 		if err != nil {
 			cli.Close()
 			return nil, nil, err

@@ -2,54 +2,31 @@ package main
 
 import (
 	"flag"
-	"net"
 	"strings"
 	"testing"
-)
 
-func TestLoopbackOnly(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true,
-		"127.0.0.2:8080": true,
-		"[::1]:8080":     true,
-		"0.0.0.0:8080":   false,
-		"[::]:8080":      false,
-		"10.0.0.7:8080":  false,
-		"192.0.2.1:80":   false,
-	} {
-		a, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := loopbackOnly(a); got != want {
-			t.Errorf("loopbackOnly(%s) = %v, want %v", addr, got, want)
-		}
-	}
-	if loopbackOnly(&net.UnixAddr{Name: "/run/airlock.sock", Net: "unix"}) {
-		t.Error("a unix socket counted as loopback")
-	}
-}
+	"github.com/airlockhq/airlock/node"
+)
 
 // The flags take precedence over the environment, and bad values are
 // refused before airlockd does anything.
 func TestAPIOptions(t *testing.T) {
-	parse := func(args ...string) (apiOptions, error) {
-		var o apiOptions
-		fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
-		o.register(fs)
-		if err := fs.Parse(args); err != nil {
+	parse := func(args ...string) (node.APIConfig, error) {
+		f, err := parseFlags(args)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return o, o.resolve()
+		c, err := f.config()
+		return c.API, err
 	}
 	t.Setenv("AIRLOCK_PUBLIC_URL", "https://env.example.com/base")
 	t.Setenv("AIRLOCK_METRICS_KEY", "env-metrics-key-0123456789")
 	o, err := parse()
-	if err != nil || o.publicURL != "https://env.example.com/base" || o.metricsKey != "env-metrics-key-0123456789" {
+	if err != nil || o.PublicURL != "https://env.example.com/base" || o.MetricsKey != "env-metrics-key-0123456789" {
 		t.Errorf("from the environment: %+v, %v", o, err)
 	}
 	o, err = parse("--public-url", "https://flag.example.com/", "--metrics-key", "flag-metrics-key-0123456789")
-	if err != nil || o.publicURL != "https://flag.example.com/" || o.metricsKey != "flag-metrics-key-0123456789" {
+	if err != nil || o.PublicURL != "https://flag.example.com/" || o.MetricsKey != "flag-metrics-key-0123456789" {
 		t.Errorf("from the flags: %+v, %v", o, err)
 	}
 	for _, args := range [][]string{
@@ -65,9 +42,8 @@ func TestAPIOptions(t *testing.T) {
 		}
 	}
 	// -help must not print a key taken from the environment.
-	var o2 apiOptions
 	fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
-	o2.register(fs)
+	newFlags(fs)
 	var help strings.Builder
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
@@ -80,15 +56,14 @@ func TestAPIOptions(t *testing.T) {
 // environment; anything else is refused before airlockd does anything,
 // without echoing what may be a password.
 func TestStoreOptions(t *testing.T) {
-	parse := func(env string, args ...string) (storeOptions, error) {
+	parse := func(env string, args ...string) (node.StoreConfig, error) {
 		t.Setenv("AIRLOCK_STORE", env)
-		var o storeOptions
-		fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
-		o.register(fs)
-		if err := fs.Parse(args); err != nil {
+		f, err := parseFlags(args)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return o, o.resolve()
+		c, err := f.config()
+		return c.Store, err
 	}
 	tests := []struct {
 		name, env string
@@ -118,9 +93,17 @@ func TestStoreOptions(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || o.store != tt.want || o.postgres() != tt.postgres {
-				t.Errorf("got %q (postgres %v), %v; want %q (postgres %v)", o.store, o.postgres(), err, tt.want, tt.postgres)
+			postgres := strings.HasPrefix(o.URL, "postgres")
+			if err != nil || o.URL != tt.want || postgres != tt.postgres {
+				t.Errorf("got %q (postgres %v), %v; want %q (postgres %v)", o.URL, postgres, err, tt.want, tt.postgres)
 			}
 		})
 	}
+}
+
+// parseFlags parses args as airlockd's command line, on a set of its own.
+func parseFlags(args []string) (*flags, error) {
+	fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
+	f := newFlags(fs)
+	return f, fs.Parse(args)
 }

@@ -1,15 +1,12 @@
-package main
+package node
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -23,68 +20,46 @@ import (
 	"github.com/airlockhq/airlock/service/session"
 )
 
-// fleetOptions are the settings of a node of a fleet. Without --etcd
-// there is no fleet and none of them is used.
-type fleetOptions struct {
-	etcd      string
-	nodeID    string
-	advertise string
-	secret    string
-	leaseTTL  time.Duration
-	k         int
-	cpus      float64
-	memoryMiB int64
-	prefix    string
+// FleetConfig are the settings of a node of a fleet. Without Etcd there
+// is no fleet and none of them is used.
+type FleetConfig struct {
+	// Etcd are the etcd client URLs.
+	Etcd []string
+	// NodeID is this node's name in the fleet (default: the host name).
+	NodeID string
+	// Advertise is the base URL other nodes forward to (default: http://
+	// and the listen address).
+	Advertise string
+	// Secret marks requests one node forwards to another.
+	Secret   string
+	LeaseTTL time.Duration
+	K        int
+	// CPUs and MemoryMiB are what this node offers to placements
+	// (default: the machine's).
+	CPUs      float64
+	MemoryMiB int64
+	Prefix    string
 }
 
-func (o *fleetOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.etcd, "etcd", envOr("AIRLOCK_ETCD", ""), "etcd client URLs, comma-separated: run this node as part of a fleet (membership, placement, forwarding); empty for a single node (env AIRLOCK_ETCD)")
-	fs.StringVar(&o.nodeID, "node-id", envOr("AIRLOCK_NODE_ID", ""), "this node's name in the fleet, the same across restarts (default: the host name) (env AIRLOCK_NODE_ID)")
-	fs.StringVar(&o.advertise, "advertise", "", "base URL other nodes forward to, http://host:port (default: http:// and the --listen address)")
-	fs.StringVar(&o.secret, "fleet-secret", "", "secret every node of the fleet shares, marking requests one node forwards to another; at least 16 bytes (env AIRLOCK_FLEET_SECRET)")
-	fs.DurationVar(&o.leaseTTL, "fleet-lease-ttl", fleet.DefaultLeaseTTL, "how long a node that stopped renewing its etcd lease stays a member; its sessions are marked lost after it")
-	fs.IntVar(&o.k, "fleet-k", fleet.DefaultK, "live nodes a placement samples (best of K)")
-	fs.Float64Var(&o.cpus, "fleet-cpus", 0, "CPUs this node offers to placements (default: the machine's)")
-	fs.Int64Var(&o.memoryMiB, "fleet-memory-mib", 0, "memory in MiB this node offers to placements (default: the machine's)")
-	fs.StringVar(&o.prefix, "fleet-prefix", fleet.DefaultPrefix, "etcd key prefix of the fleet (ends in /)")
-}
+func (o FleetConfig) enabled() bool { return len(o.Etcd) > 0 }
 
-func (o *fleetOptions) enabled() bool { return o.etcd != "" }
-
-// resolve fills defaults and checks the settings before anything starts.
-func (o *fleetOptions) resolve(listen string) error {
+// validate checks the settings before anything starts.
+func (o FleetConfig) validate(listen string) error {
 	if !o.enabled() {
 		return nil
 	}
-	if o.secret == "" {
-		o.secret = os.Getenv("AIRLOCK_FLEET_SECRET")
-	}
-	if len(o.secret) < fleet.MinSecretBytes {
+	if len(o.Secret) < fleet.MinSecretBytes {
 		return fmt.Errorf("--etcd needs --fleet-secret (or AIRLOCK_FLEET_SECRET) of at least %d bytes", fleet.MinSecretBytes)
 	}
-	if o.nodeID == "" {
-		h, err := os.Hostname()
-		if err != nil {
+	if o.NodeID == "" {
+		if _, err := os.Hostname(); err != nil {
 			return fmt.Errorf("--node-id: %w", err)
 		}
-		o.nodeID = h
 	}
-	if o.advertise == "" {
-		host, port, err := net.SplitHostPort(listen)
-		if err != nil || port == "0" {
-			return errors.New("--etcd needs --advertise when --listen has no fixed port")
+	if o.Advertise == "" {
+		if _, port, err := net.SplitHostPort(listen); err != nil || port == "0" {
+			return fmt.Errorf("--etcd needs --advertise when --listen has no fixed port")
 		}
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			h, _ := os.Hostname()
-			host = h
-		}
-		o.advertise = "http://" + net.JoinHostPort(host, port)
-	}
-	if o.cpus == 0 {
-		o.cpus = float64(runtime.NumCPU())
-	}
-	if o.memoryMiB == 0 {
-		o.memoryMiB = machineMemoryMiB()
 	}
 	return nil
 }
@@ -104,9 +79,9 @@ func machineMemoryMiB() int64 {
 }
 
 // client opens a client of the fleet's etcd.
-func (o *fleetOptions) client() (*clientv3.Client, error) {
+func (o FleetConfig) client() (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(o.etcd, ","),
+		Endpoints:   o.Etcd,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
@@ -141,7 +116,7 @@ var _ fleet.Local = fleetLocal{}
 
 // startFleet joins the fleet named by --etcd. It returns nil, and no
 // error, without --etcd.
-func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
+func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
 	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
@@ -174,17 +149,17 @@ func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSi
 	}
 	f, err := fleet.New(fleet.Config{
 		Client:    cli,
-		NodeID:    o.nodeID,
-		Addr:      o.advertise,
+		NodeID:    o.NodeID,
+		Addr:      o.Advertise,
 		Tiers:     tierList,
-		Capacity:  fleet.Capacity{CPUMilli: int64(o.cpus * 1000), MemoryMiB: o.memoryMiB, Sessions: maxSessions, Runs: maxRuns},
+		Capacity:  fleet.Capacity{CPUMilli: int64(o.CPUs * 1000), MemoryMiB: o.MemoryMiB, Sessions: maxSessions, Runs: maxRuns},
 		Demand:    demand,
-		Secret:    o.secret,
+		Secret:    o.Secret,
 		Local:     fleetLocal{sessions: sessions, prov: prov},
 		Store:     store,
-		LeaseTTL:  o.leaseTTL,
-		K:         o.k,
-		Prefix:    o.prefix,
+		LeaseTTL:  o.LeaseTTL,
+		K:         o.K,
+		Prefix:    o.Prefix,
 		LeaseFile: filepath.Join(stateDir, "fleet.lease"),
 		// Forwards carry the trace on (a forward span per hop).
 		Transport: &tracing.Transport{},
@@ -201,4 +176,22 @@ func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSi
 		return nil, nil, err
 	}
 	return f, cli, nil
+}
+
+// joinFleet joins the fleet named by Fleet.Etcd, if any. It comes before
+// recover: a restart within the lease TTL takes its lease back, so the
+// sessions recovered are still this node's.
+func (n *Node) joinFleet(ctx context.Context) error {
+	c := n.cfg
+	fl, cli, err := startFleet(ctx, c.Fleet, c.Sessions.Sizes, c.limits(), c.Sessions.Max, c.MaxConcurrent, c.StateDir, n.Sessions, n.Provisioner, n.Store, n.logger)
+	if err != nil || fl == nil {
+		return err
+	}
+	n.Fleet = fl
+	n.onClose(func() { cli.Close() })
+	// After the sessions stopped (registered later, so run earlier).
+	n.onClose(n.closeWithin(10*time.Second, "leaving the fleet", func(ctx context.Context) error {
+		return fl.Close(ctx, !c.KeepSessions)
+	}))
+	return nil
 }
