@@ -44,7 +44,7 @@ func TestUploadRateAndInFlightCap(t *testing.T) {
 			conn.Close()
 		}
 		var err error
-		conn, err = net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+		conn, err = net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
