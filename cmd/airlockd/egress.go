@@ -103,7 +103,8 @@ func splitList(s string) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known,
+	deny []netip.Prefix, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -178,6 +179,7 @@ func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, te
 		DNSPort:    o.dnsPort,
 		Upstreams:  splitList(o.upstreams),
 		Permit:     permit,
+		Deny:       deny,
 		QuotaBytes: quota,
 		Tenants:    tenants,
 		Logger:     logger,

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
@@ -27,6 +27,12 @@ import (
 // there is no fleet and none of them is used.
 type fleetOptions struct {
 	etcd      string
+	etcdCA    string
+	etcdCert  string
+	etcdKey   string
+	etcdUser  string
+	etcdPass  string
+	ranges    string
 	nodeID    string
 	advertise string
 	secret    string
@@ -41,11 +47,16 @@ func (o *fleetOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.etcd, "etcd", envOr("AIRLOCK_ETCD", ""), "etcd client URLs, comma-separated: run this node as part of a fleet (membership, placement, forwarding); empty for a single node (env AIRLOCK_ETCD)")
 	fs.StringVar(&o.nodeID, "node-id", envOr("AIRLOCK_NODE_ID", ""), "this node's name in the fleet, the same across restarts (default: the host name) (env AIRLOCK_NODE_ID)")
 	fs.StringVar(&o.advertise, "advertise", "", "base URL other nodes forward to, http://host:port (default: http:// and the --listen address)")
-	fs.StringVar(&o.secret, "fleet-secret", "", "secret every node of the fleet shares, marking requests one node forwards to another; at least 16 bytes (env AIRLOCK_FLEET_SECRET)")
+	fs.StringVar(&o.etcdCA, "etcd-ca", envOr("AIRLOCK_ETCD_CA", ""), "CA certificate (PEM) that verifies the etcd members (https:// endpoints; default the system's roots) (env AIRLOCK_ETCD_CA)")
+	fs.StringVar(&o.etcdCert, "etcd-cert", envOr("AIRLOCK_ETCD_CERT", ""), "client certificate (PEM) for etcd members that require one, with --etcd-key (env AIRLOCK_ETCD_CERT)")
+	fs.StringVar(&o.etcdKey, "etcd-key", envOr("AIRLOCK_ETCD_KEY", ""), "key (PEM) of --etcd-cert (env AIRLOCK_ETCD_KEY)")
+	fs.StringVar(&o.etcdUser, "etcd-user", envOr("AIRLOCK_ETCD_USER", ""), "etcd user, for a cluster with auth enabled; its password from AIRLOCK_ETCD_PASSWORD (env AIRLOCK_ETCD_USER)")
+	fs.StringVar(&o.ranges, "fleet-node-range", envOr("AIRLOCK_FLEET_NODE_RANGE", ""), "address ranges (CIDR, comma-separated) the fleet's nodes are reached at; forwards go to no other address, and sandboxes' egress never reaches these (default loopback and the private ranges) (env AIRLOCK_FLEET_NODE_RANGE)")
+	fs.StringVar(&o.secret, "fleet-secret", "", "secret every node of the fleet shares: the key of the HMAC each forwarded request is signed with (method, path, time, nonce, body); at least 16 bytes (env AIRLOCK_FLEET_SECRET)")
 	fs.DurationVar(&o.leaseTTL, "fleet-lease-ttl", fleet.DefaultLeaseTTL, "how long a node that stopped renewing its etcd lease stays a member; its sessions are marked lost after it")
 	fs.IntVar(&o.k, "fleet-k", fleet.DefaultK, "live nodes a placement samples (best of K)")
-	fs.Float64Var(&o.cpus, "fleet-cpus", 0, "CPUs this node offers to placements (default: the machine's)")
-	fs.Int64Var(&o.memoryMiB, "fleet-memory-mib", 0, "memory in MiB this node offers to placements (default: the machine's)")
+	fs.Float64Var(&o.cpus, "fleet-cpus", 0, "CPUs the sessions placed on this node may reserve in all (0: no bound beyond --max-sessions, as a node alone); one-shot runs are bounded by --max-concurrent only")
+	fs.Int64Var(&o.memoryMiB, "fleet-memory-mib", 0, "memory in MiB the sessions placed on this node may reserve in all (0: no bound beyond --max-sessions, as a node alone)")
 	fs.StringVar(&o.prefix, "fleet-prefix", fleet.DefaultPrefix, "etcd key prefix of the fleet (ends in /)")
 }
 
@@ -58,6 +69,13 @@ func (o *fleetOptions) resolve(listen string) error {
 	}
 	if o.secret == "" {
 		o.secret = os.Getenv("AIRLOCK_FLEET_SECRET")
+	}
+	o.etcdPass = os.Getenv("AIRLOCK_ETCD_PASSWORD")
+	if err := o.etcdConfig().Validate(); err != nil {
+		return fmt.Errorf("--etcd: %w", err)
+	}
+	if _, err := o.nodeRanges(); err != nil {
+		return err
 	}
 	if len(o.secret) < fleet.MinSecretBytes {
 		return fmt.Errorf("--etcd needs --fleet-secret (or AIRLOCK_FLEET_SECRET) of at least %d bytes", fleet.MinSecretBytes)
@@ -80,27 +98,63 @@ func (o *fleetOptions) resolve(listen string) error {
 		}
 		o.advertise = "http://" + net.JoinHostPort(host, port)
 	}
-	if o.cpus == 0 {
-		o.cpus = float64(runtime.NumCPU())
-	}
-	if o.memoryMiB == 0 {
-		o.memoryMiB = machineMemoryMiB()
+	if o.cpus < 0 || o.memoryMiB < 0 {
+		return errors.New("--fleet-cpus and --fleet-memory-mib must not be negative")
 	}
 	return nil
 }
 
-// machineMemoryMiB is MemTotal of /proc/meminfo, or 1 GiB if unreadable.
-func machineMemoryMiB() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			var kb int64
-			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-				return kb >> 10
+func (o *fleetOptions) etcdConfig() fleet.EtcdConfig {
+	return fleet.EtcdConfig{Endpoints: splitList(o.etcd), CAFile: o.etcdCA, CertFile: o.etcdCert, KeyFile: o.etcdKey,
+		Username: o.etcdUser, Password: o.etcdPass}
+}
+
+// nodeRanges are --fleet-node-range, or the fleet's defaults.
+func (o *fleetOptions) nodeRanges() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range splitList(o.ranges) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--fleet-node-range: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) == 0 {
+		out = fleet.DefaultNodeRanges()
+	}
+	return out, nil
+}
+
+// infrastructure are the addresses sandboxes must never reach in a
+// fleet, whatever --egress-permit says: the fleet's node ranges and the
+// hosts of etcd and of the store (resolved now).
+func (o *fleetOptions) infrastructure(storeURL string) []netip.Prefix {
+	if !o.enabled() {
+		return nil
+	}
+	out, _ := o.nodeRanges()
+	hosts := []string{}
+	for _, e := range splitList(o.etcd) {
+		if u, err := url.Parse(e); err == nil {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	if u, err := url.Parse(storeURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		ips, _ := net.LookupIP(h)
+		for _, ip := range ips {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			}
 		}
 	}
-	return 1024
+	return out
 }
 
 // fleetLocal is what the fleet sees of this node.
@@ -129,17 +183,19 @@ var _ fleet.Local = fleetLocal{}
 // startFleet joins the fleet named by --etcd. It returns nil, and no
 // error, without --etcd.
 func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
-	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
+	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store,
+	auth fleet.Authenticator, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(o.etcd, ","),
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := o.etcdConfig().Client()
 	if err != nil {
 		return nil, nil, fmt.Errorf("--etcd: %w", err)
+	}
+	ranges, err := o.nodeRanges()
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
 	}
 	tiers := map[string]bool{}
 	for _, b := range prov.Backends() {
@@ -164,22 +220,25 @@ func startFleet(ctx context.Context, o fleetOptions, sizes map[airlock.SessionSi
 		return fleet.Demand{CPUMilli: int64(s.CPUs * 1000), MemoryMiB: s.MemoryBytes >> 20}, nil
 	}
 	f, err := fleet.New(fleet.Config{
-		Client:    cli,
-		NodeID:    o.nodeID,
-		Addr:      o.advertise,
-		Tiers:     tierList,
-		Capacity:  fleet.Capacity{CPUMilli: int64(o.cpus * 1000), MemoryMiB: o.memoryMiB, Sessions: maxSessions, Runs: maxRuns},
-		Demand:    demand,
-		Secret:    o.secret,
-		Local:     fleetLocal{sessions: sessions, prov: prov},
-		Store:     store,
-		LeaseTTL:  o.leaseTTL,
-		K:         o.k,
-		Prefix:    o.prefix,
-		LeaseFile: filepath.Join(stateDir, "fleet.lease"),
+		Client: cli,
+		NodeID: o.nodeID,
+		Addr:   o.advertise,
+		Tiers:  tierList,
+		// What this node would take alone: its own admission's counts.
+		Capacity:   fleet.Capacity{CPUMilli: int64(o.cpus * 1000), MemoryMiB: o.memoryMiB, Sessions: maxSessions, Runs: maxRuns},
+		Demand:     demand,
+		Secret:     o.secret,
+		Auth:       auth,
+		NodeRanges: ranges,
+		Local:      fleetLocal{sessions: sessions, prov: prov},
+		Store:      store,
+		LeaseTTL:   o.leaseTTL,
+		K:          o.k,
+		Prefix:     o.prefix,
+		LeaseFile:  filepath.Join(stateDir, "fleet.lease"),
 		// Forwards carry the trace on (a forward span per hop).
-		Transport: &tracing.Transport{},
-		Logger:    logger,
+		WrapTransport: func(base http.RoundTripper) http.RoundTripper { return &tracing.Transport{Base: base} },
+		Logger:        logger,
 	})
 	if err != nil {
 		cli.Close()

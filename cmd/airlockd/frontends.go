@@ -11,11 +11,12 @@ import (
 )
 
 // frontDoor is what airlockd serves: the REST API, and beside it the MCP
-// server at /mcp, whose tool calls are requests to that same API made
-// in-process with the caller's key, and the web console at /console/,
-// a page that speaks that same API from the browser.
-func frontDoor(api http.Handler, store airlock.Store, logger *slog.Logger) (http.Handler, error) {
-	mcpHandler, err := mcp.NewHandler(mcp.HandlerConfig{API: api, Keys: store, Logger: logger, Version: "airlockd"})
+// server at /mcp, whose tool calls are requests to mcpAPI (that same API,
+// routed by the fleet when there is one) made in-process with the
+// caller's key, and the web console at /console/, a page that speaks
+// that same API from the browser.
+func frontDoor(api, mcpAPI http.Handler, store airlock.Store, logger *slog.Logger) (http.Handler, error) {
+	mcpHandler, err := mcp.NewHandler(mcp.HandlerConfig{API: mcpAPI, Keys: store, Logger: logger, Version: "airlockd"})
 	if err != nil {
 		return nil, err
 	}

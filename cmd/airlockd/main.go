@@ -28,6 +28,7 @@ import (
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/backend/microvm/jailer"
+	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/service/image"
@@ -242,7 +243,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if monitor != nil {
 		defer monitor.Close()
 	}
-	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, logger)
+	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, o.fleet.infrastructure(o.store.store), logger)
 	if err != nil {
 		return err
 	}
@@ -310,7 +311,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	// In a fleet, join first: a restart within the lease TTL takes its
 	// lease back, so the sessions recovered below are still this node's.
-	fl, etcdClient, err := startFleet(ctx, o.fleet, o.sessions.sizes, limits, o.sessions.max, o.maxConcurrent, o.stateDir, sessions, prov, store, logger)
+	// The fleet authenticates with the REST API's keys, made below and
+	// used only once the node serves.
+	var api *rest.Server
+	authn := fleet.AuthFunc(func(r *http.Request) (string, error) { return api.Authenticate(r) })
+	fl, etcdClient, err := startFleet(ctx, o.fleet, o.sessions.sizes, limits, o.sessions.max, o.maxConcurrent, o.stateDir, sessions, prov, store, authn, logger)
 	if err != nil {
 		return err
 	}
@@ -390,7 +395,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	api, err := rest.New(rest.Config{
+	api, err = rest.New(rest.Config{
 		Store:        store,
 		Events:       store,
 		Blobs:        blobs,
@@ -413,7 +418,12 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	// The front door: /mcp and /console beside the native API, and the
 	// E2B routes in front of all (their paths and headers never collide).
-	handler, err := frontDoor(api.Handler(), store, logger)
+	// MCP's tool calls go through the fleet like any other request.
+	mcpAPI := api.Handler()
+	if fl != nil {
+		mcpAPI = fl.Handler(mcpAPI)
+	}
+	handler, err := frontDoor(api.Handler(), mcpAPI, store, logger)
 	if err != nil {
 		return err
 	}
@@ -446,7 +456,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		}
 	}
 	if o.e2b.listen != "" {
-		closeE2B, err := serveE2B(o.e2b.listen, e2bSrv, srv, logger)
+		var e2bHandler http.Handler = e2bSrv.Handler()
+		if fl != nil {
+			e2bHandler = fl.Handler(e2bHandler) // placed and routed as on --listen
+		}
+		closeE2B, err := serveE2B(o.e2b.listen, e2bHandler, srv, logger)
 		if err != nil {
 			return err
 		}
