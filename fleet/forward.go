@@ -61,7 +61,7 @@ func (f *Fleet) Handler(local http.Handler) http.Handler {
 				f.problem(w, airlock.Problem(airlock.EUNAUTHORIZED, ProblemForwardRefused, "the forwarded request is not authentic"))
 				return
 			}
-			f.serveLocal(w, r, local, alloc)
+			f.serveLocal(w, r, local, alloc, true)
 			return
 		}
 		kind, sid := classify(r)
@@ -79,7 +79,7 @@ func (f *Fleet) Handler(local http.Handler) http.Handler {
 		case sid != "":
 			f.serveOwned(w, r, local, sid)
 		default:
-			f.serveLocal(w, r, local, "")
+			f.serveLocal(w, r, local, "", false)
 		}
 	})
 }
@@ -149,7 +149,7 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 	if json.Unmarshal(body, &pb) != nil {
 		// Not JSON: the local handler answers with the right problem.
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
 	req := Request{Kind: kind, Image: pb.Image, Language: pb.Language, Size: pb.Size, Isolation: pb.Isolation}
@@ -168,7 +168,7 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 		// The reservation stays only with a new session bound to it
 		// (not with a run, a refusal or an idempotent replay).
 		if n.ID == f.cfg.NodeID {
-			if !f.serveLocal(w, r, local, res.ID) {
+			if !f.serveLocal(w, r, local, res.ID, false) {
 				f.release(r.Context(), res)
 			}
 			return
@@ -220,13 +220,13 @@ func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]boo
 func (f *Fleet) serveOwned(w http.ResponseWriter, r *http.Request, local http.Handler, sid string) {
 	owner, ok := f.Owner(r.Context(), sid)
 	if !ok || owner == f.cfg.NodeID {
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
 	n, ok := f.member(owner)
 	if !ok {
 		// Its node is gone: the shared store says what became of it.
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
 	if status, _, err := f.forward(w, r, n, ""); err != nil && status == 0 {
@@ -237,9 +237,10 @@ func (f *Fleet) serveOwned(w http.ResponseWriter, r *http.Request, local http.Ha
 
 // serveLocal serves a request here. A session made here is mapped to this
 // node before its answer goes out (so the next request, through any node,
-// finds it); a session deleted here is unmapped. It reports whether alloc
-// was bound to a session made now (and says so in HeaderBound).
-func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Handler, alloc string) bool {
+// finds it); a session deleted here is unmapped. It reports whether a
+// new session was made with alloc (and, to a forwarding node, says so in
+// HeaderBound).
+func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Handler, alloc string, forwarded bool) bool {
 	w.Header().Set(HeaderNode, f.cfg.NodeID)
 	creates := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/sandboxes" ||
 		r.URL.Path == "/v2/sandboxes" || (strings.HasPrefix(r.URL.Path, "/v1/sessions/") && strings.HasSuffix(r.URL.Path, "/fork")))
@@ -265,23 +266,25 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 	}
 	buf := &bufferWriter{header: http.Header{}}
 	local.ServeHTTP(buf, r)
-	bound := false
-	// Only a new session (201) is bound: an idempotent replay (200)
-	// names a session that has its mapping and reservation already.
+	made := false
+	// Only a new session (201) takes the reservation: an idempotent
+	// replay (200) names a session that has its mapping and reservation
+	// already.
 	if buf.status == http.StatusCreated && buf.header.Get("Idempotent-Replayed") == "" {
 		for i, id := range createdIDs(buf.body.Bytes()) {
 			a := ""
 			if i == 0 {
 				a = alloc
+				made = alloc != ""
 			}
 			if a == "" {
 				a = f.selfReserve(r.Context(), KindSession)
 			}
-			err := f.bind(r.Context(), id, a)
-			if err != nil {
+			// The session holds its reservation even when its mapping
+			// could not be written now (the sweep keeps an unbound
+			// reservation for PendingTTL).
+			if err := f.bind(r.Context(), id, a); err != nil {
 				f.log.Error("fleet: mapping a new session to this node", "session", id, "err", err)
-			} else if i == 0 && alloc != "" {
-				bound = true
 			}
 		}
 	}
@@ -289,7 +292,7 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 		w.Header()[k] = v
 	}
 	w.Header().Del(HeaderBound)
-	if bound {
+	if made && forwarded {
 		w.Header().Set(HeaderBound, alloc)
 	}
 	if buf.status == 0 {
@@ -297,7 +300,7 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 	}
 	w.WriteHeader(buf.status)
 	_, _ = w.Write(buf.body.Bytes())
-	return bound
+	return made
 }
 
 // selfReserve takes a session's share on this node for a session that
