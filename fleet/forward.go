@@ -196,7 +196,9 @@ func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]boo
 	deadline := time.Now().Add(placeWait)
 	wait := 20 * time.Millisecond
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// One round may take what is left of the wait: on a loaded
+		// machine a contended node's reads and transactions are slow.
+		pctx, cancel := context.WithDeadline(ctx, deadline)
 		res, n, err := f.place(pctx, req, skip)
 		cancel()
 		var e *airlock.Error
