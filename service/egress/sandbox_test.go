@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -88,7 +87,7 @@ except Exception as e:
 type world struct {
 	*fixture
 	mgr    *session.Manager
-	api    *httptest.Server
+	api    string // the REST API's base URL
 	key    string
 	cred   string
 	ticket struct {
@@ -199,7 +198,7 @@ func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 			c.DefaultImage = "base"
 		},
 	})
-	w.mgr, w.api = st.Sessions, st.Server
+	w.mgr, w.api = st.Sessions, st.URL
 	secret, key := airlock.NewAPIKey(w.tenant.ID, "", time.Now())
 	if err := store.CreateAPIKey(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -251,7 +250,7 @@ func (w *world) session(t testing.TB, network *airlock.NetworkPolicy, scopes ...
 
 func (w *world) call(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, w.api.URL+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, w.api+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+w.key)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -554,7 +553,7 @@ func TestSandboxEgress(t *testing.T) {
 			t.Errorf("unknown session: %d", code)
 		}
 		// The typed client pages the same way.
-		c, err := client.New(client.Config{BaseURL: w.api.URL, APIKey: w.key})
+		c, err := client.New(client.Config{BaseURL: w.api, APIKey: w.key})
 		if err != nil {
 			t.Fatal(err)
 		}
