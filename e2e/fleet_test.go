@@ -128,10 +128,9 @@ func startTestFleetEnv(t *testing.T, extra, env []string) *testFleet {
 			"--store", pg.URL("airlock"), "--no-egress", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
 			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
 			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
-			"--max-concurrent", fmt.Sprint(fleetRuns), "--session-size", "small=0.1,128,100", "--keep-sessions=false",
-			// CPU enough for every session slot (0.1 each) and the runs
-			// (1 each): the slots are what the test fills.
-			"--fleet-cpus", fmt.Sprint(float64(fleetSessions)/10 + fleetRuns + 1)}, extra...)
+			// Default session sizes (small: 1 CPU) and no --fleet-cpus: a
+			// node of the fleet takes the sessions it would take alone.
+			"--max-concurrent", fmt.Sprint(fleetRuns), "--keep-sessions=false"}, extra...)
 		tf.nodes = append(tf.nodes, n)
 	}
 	for _, n := range tf.nodes { // one after another: the first makes tenant default
@@ -250,8 +249,64 @@ func TestFleet(t *testing.T) {
 	}
 	t.Logf("6 runs sent round-robin ran on %v", ranOn)
 
+	// 1b. A caller without a key is refused before placement, with a
+	// problem that says no more than that.
+	for _, n := range nodes {
+		resp := send(t, http.MethodPost, n.url()+"/v1/sessions", "", strings.NewReader(`{"image":"base"}`))
+		if resp.status != http.StatusUnauthorized || strings.Contains(strings.ToLower(string(resp.body)), "etcd") {
+			t.Errorf("anonymous session through %s: %d %s", n.id, resp.status, resp.body)
+		}
+	}
+	// 1c. 200 replays of a creation with a used Idempotency-Key, through
+	// every node, leave no reservation but the session's own.
+	allocs := func() int {
+		resp, err := tf.ecli.Get(ctx, fleet.DefaultPrefix+"alloc/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(resp.Count)
+	}
+	idem := func(n *fleetNode) rawResponse {
+		req, _ := http.NewRequest(http.MethodPost, n.url()+"/v1/sessions", strings.NewReader(`{"image":"base","size":"small"}`))
+		req.Header.Set("Authorization", "Bearer "+tf.key)
+		req.Header.Set("Idempotency-Key", "fleet-replay-1")
+		req.Header.Set("Content-Type", "application/json")
+		hr, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hr.Body.Close()
+		b, _ := io.ReadAll(hr.Body)
+		return rawResponse{status: hr.StatusCode, header: hr.Header, body: b}
+	}
+	first := idem(nodes[0])
+	var replayed struct {
+		ID string `json:"session_id"`
+	}
+	json.Unmarshal(first.body, &replayed)
+	if first.status != http.StatusCreated {
+		t.Fatalf("creation with an Idempotency-Key: %d %s", first.status, first.body)
+	}
+	for i := 0; i < 200; i++ {
+		resp := idem(nodes[i%fleetNodes])
+		var s struct {
+			ID string `json:"session_id"`
+		}
+		json.Unmarshal(resp.body, &s)
+		if resp.status != http.StatusOK || s.ID != replayed.ID {
+			t.Fatalf("replay %d through %s: %d %s", i, nodes[i%fleetNodes].id, resp.status, clip(string(resp.body), 200))
+		}
+	}
+	testreq.Eventually(t, 5*time.Second, "one reservation after 200 replays", func() bool { return allocs() == 1 })
+	if resp := call(nodes[1], http.MethodDelete, "/v1/sessions/"+replayed.ID, ""); resp.status != 200 {
+		t.Fatalf("delete the replayed session: %d %s", resp.status, resp.body)
+	}
+	testreq.Eventually(t, 10*time.Second, "no reservation left", func() bool { return allocs() == 0 })
+	t.Logf("200 idempotent replays through %d nodes left no reservation behind", fleetNodes)
+
 	// 2. Sessions through every node at once, more than the fleet
-	// holds: exactly its capacity is made, within every node's.
+	// holds: exactly its capacity is made, within every node's (its
+	// --max-sessions, as it would take alone, with default sizes).
 	asked := fleetNodes*fleetSessions + 6
 	type made struct{ id, node string }
 	var sessions []made

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -15,13 +16,16 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPrefix      = "/airlock/"
-	DefaultLeaseTTL    = 10 * time.Second
-	DefaultK           = 2
-	DefaultSweepEvery  = 2 * time.Second
-	DefaultPendingTTL  = 2 * time.Minute
-	DefaultRunTTL      = 10 * time.Minute
-	DefaultReapEvery   = time.Second
+	DefaultPrefix     = "/airlock/"
+	DefaultLeaseTTL   = 10 * time.Second
+	DefaultK          = 2
+	DefaultSweepEvery = 2 * time.Second
+	DefaultPendingTTL = 2 * time.Minute
+	DefaultRunTTL     = 10 * time.Minute
+	DefaultReapEvery  = time.Second
+	// MaxSkew is how far a forwarded request's signed time may be from
+	// the receiver's clock; a nonce is remembered this long on each side.
+	MaxSkew            = 30 * time.Second
 	MinSecretBytes     = 16
 	MaxPlacedBodyBytes = 8 << 20
 )
@@ -34,7 +38,13 @@ const (
 	KindRun     Kind = "run"     // a one-shot run: held while it runs
 )
 
-// Capacity is what a node offers, or what a reservation takes.
+// Capacity is what a node offers to placements. Sessions and Runs are
+// the node's own admission (its --max-sessions and --max-concurrent), so
+// a node of a fleet takes what it would take alone. CPUMilli and
+// MemoryMiB, when positive, also bound what the sessions placed on the
+// node reserve in all; zero is no bound beyond the counts (a node alone
+// overcommits CPU and memory the same way). One-shot runs are bounded by
+// Runs only: sessions, idle or not, never take a run's slot.
 type Capacity struct {
 	CPUMilli  int64 `json:"cpu_milli"`
 	MemoryMiB int64 `json:"memory_mib"`
@@ -102,12 +112,19 @@ type Config struct {
 	Capacity Capacity
 	// Demand maps a request to what it reserves; required.
 	Demand func(Request) (Demand, error)
-	// Secret marks requests one node forwards to another (a header no
-	// client can forge without it); the same on every node, at least
-	// MinSecretBytes.
+	// Secret is the key of the HMAC every forwarded request carries
+	// (over its method, target, time, nonce and body): the same on every
+	// node, at least MinSecretBytes. It never travels on the wire.
 	Secret string
-	Local  Local // required
-	Store  Store // required
+	// Auth authenticates a client's request before it is placed or
+	// routed (no etcd call is made for an anonymous request); required.
+	Auth Authenticator
+	// NodeRanges are the address ranges forwarded requests may be sent
+	// to: a node whose address resolves outside them is never dialed.
+	// Default DefaultNodeRanges (loopback and the private ranges).
+	NodeRanges []netip.Prefix
+	Local      Local // required
+	Store      Store // required
 	// LeaseTTL is how long a node that stopped renewing stays a member.
 	LeaseTTL time.Duration
 	// K is how many live nodes a placement samples.
@@ -123,9 +140,10 @@ type Config struct {
 	// reservation may live; ReapEvery how often the elected reaper
 	// compares the store with the members.
 	SweepEvery, PendingTTL, RunTTL, ReapEvery time.Duration
-	// Transport carries forwarded requests; a fresh http.Transport if nil.
-	Transport http.RoundTripper
-	Logger    *slog.Logger
+	// WrapTransport, if set, wraps the transport that carries forwarded
+	// requests (tracing); the transport it wraps dials only NodeRanges.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+	Logger        *slog.Logger
 }
 
 // Validate reports whether c can be used; zero durations, K, Prefix and
@@ -136,12 +154,12 @@ func (c *Config) Validate() error {
 		return airlock.Errorf(airlock.EINVALID, "fleet: an etcd client is required")
 	case !validNodeID(c.NodeID):
 		return airlock.Errorf(airlock.EINVALID, "fleet: node ID must be 1 to 64 of A-Z a-z 0-9 . _ -")
-	case c.Demand == nil || c.Local == nil || c.Store == nil:
-		return airlock.Errorf(airlock.EINVALID, "fleet: demand, local and store are required")
+	case c.Demand == nil || c.Local == nil || c.Store == nil || c.Auth == nil:
+		return airlock.Errorf(airlock.EINVALID, "fleet: demand, local, store and auth are required")
 	case len(c.Secret) < MinSecretBytes:
 		return airlock.Errorf(airlock.EINVALID, "fleet: the secret must be at least %d bytes", MinSecretBytes)
-	case c.Capacity.MemoryMiB <= 0 || c.Capacity.CPUMilli <= 0 || c.Capacity.Sessions < 0 || c.Capacity.Runs < 0:
-		return airlock.Errorf(airlock.EINVALID, "fleet: capacity needs positive CPU and memory")
+	case c.Capacity.MemoryMiB < 0 || c.Capacity.CPUMilli < 0 || c.Capacity.Sessions <= 0 || c.Capacity.Runs <= 0:
+		return airlock.Errorf(airlock.EINVALID, "fleet: capacity needs positive sessions and runs, and CPU and memory not negative")
 	case c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
 		return airlock.Errorf(airlock.EINVALID, "fleet: lease TTL must be at least 2s")
 	case c.K < 0:
@@ -153,6 +171,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
 		return airlock.Errorf(airlock.EINVALID, "fleet: prefix must end in /")
+	}
+	for _, p := range c.NodeRanges {
+		if !p.IsValid() {
+			return airlock.Errorf(airlock.EINVALID, "fleet: invalid node address range")
+		}
 	}
 	for _, t := range c.Tiers {
 		if !airlock.Isolation(t).Valid() {
@@ -187,6 +210,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if len(c.NodeRanges) == 0 {
+		c.NodeRanges = DefaultNodeRanges()
+	}
 	c.Addr = strings.TrimSuffix(c.Addr, "/")
 }
 
@@ -213,3 +239,30 @@ func (c *Config) electionPrefix() string             { return c.Prefix + "reaper
 func (c *Config) allocKey(node, id string) string    { return c.allocPrefix(node) + id }
 func lastSegment(key string) string                  { return key[strings.LastIndexByte(key, '/')+1:] }
 func errorf(code, f string, a ...any) *airlock.Error { return airlock.Errorf(code, "fleet: "+f, a...) }
+
+// DefaultNodeRanges are the ranges nodes may be reached at when
+// Config.NodeRanges is empty: loopback and the private ranges (RFC 1918,
+// shared address space, unique local).
+func DefaultNodeRanges() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// Authenticator says which tenant a client's request is from (the REST
+// API's bearer keys, and the E2B API's X-API-Key). An error is a refusal:
+// airlock.EUNAUTHORIZED (or ENOTFOUND) for a missing or wrong key, any
+// other for a failure to decide.
+type Authenticator interface {
+	Authenticate(r *http.Request) (tenantID string, err error)
+}
+
+// AuthFunc adapts a function to Authenticator.
+type AuthFunc func(r *http.Request) (string, error)
+
+// Authenticate implements Authenticator.
+func (f AuthFunc) Authenticate(r *http.Request) (string, error) { return f(r) }
+
+var _ Authenticator = AuthFunc(nil)

@@ -18,7 +18,10 @@
 // reservation (an etcd transaction whose mod-revision compares refuse
 // any reservation another placer made meanwhile, so no node is
 // overcommitted), sessionmap (a watch cache from session ID to node),
-// forward (the HTTP front: place, reverse-proxy, stream) and reaper (the
+// forward (the HTTP front: authenticate, place, reverse-proxy, stream),
+// sign (every forward signed: an HMAC over method, target, time, nonce
+// and body, replays refused), transport (forwards dial only the
+// configured node ranges), etcd (the client's TLS and user) and reaper (the
 // elected node marks a lost node's sessions lost and fails its runs; a
 // node that lost its own lease destroys the sandboxes the fleet no longer
 // assigns it).

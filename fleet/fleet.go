@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -33,6 +32,8 @@ type Fleet struct {
 	self     Node
 	inflight map[string]bool // reservations of session creations served here now
 
+	nonces nonces // of the forwards this node accepted
+
 	nodeGone chan struct{}
 	onLost   func(node string, sessions, runs int) // tests
 }
@@ -43,14 +44,9 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	tr := cfg.Transport
-	if tr == nil {
-		tr = &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: 0, // runs and streams take as long as they take
-		}
+	var tr http.RoundTripper = newTransport(cfg.NodeRanges)
+	if cfg.WrapTransport != nil {
+		tr = cfg.WrapTransport(tr)
 	}
 	f := &Fleet{cfg: cfg, log: cfg.Logger, cli: cfg.Client, transport: tr, inflight: map[string]bool{}, nodeGone: make(chan struct{}, 1)}
 	f.nodes = newCache(cfg.Client, cfg.nodesPrefix(), cfg.Logger)

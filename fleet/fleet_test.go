@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -18,24 +19,50 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/etcdtest"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
-const secret = "a-fleet-secret-of-test"
+const (
+	secret  = "a-fleet-secret-of-test"
+	testKey = "test-key-of-tenant-t1"
+)
+
+// auth is the tenants' keys as the fleet checks them: one key, of t1.
+var auth = fleet.AuthFunc(func(r *http.Request) (string, error) {
+	if r.Header.Get("Authorization") == "Bearer "+testKey {
+		return "t1", nil
+	}
+	return "", airlock.ErrUnauthorized
+})
+
+// client sends every request with the tenant's key.
+var client = &http.Client{Transport: keyed{http.DefaultTransport}}
+
+type keyed struct{ base http.RoundTripper }
+
+func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if r.Header.Get("Authorization") == "" {
+		r.Header.Set("Authorization", "Bearer "+testKey)
+	}
+	return k.base.RoundTrip(r)
+}
 
 // store is a shared store of the sessions of every node.
 type store struct {
 	mu       sync.Mutex
-	sessions map[string]*rec // by ID
+	sessions map[string]*rec   // by ID
+	idem     map[string]string // idempotency key to session
 }
 
 type rec struct {
 	node, state, reason string
 }
 
-func newStore() *store { return &store{sessions: map[string]*rec{}} }
+func newStore() *store { return &store{sessions: map[string]*rec{}, idem: map[string]string{}} }
 
 func (s *store) add(id, node string) {
 	s.mu.Lock()
@@ -128,17 +155,24 @@ func demand(r fleet.Request) (fleet.Demand, error) {
 }
 
 type opts struct {
-	capacity  fleet.Capacity
-	ttl       time.Duration
-	leaseFile string
-	tiers     []string
+	wrapKV     func(clientv3.KV) clientv3.KV // counts etcd calls
+	nodeRanges []netip.Prefix
+	front      func(http.Handler) http.Handler // in front of the node's address (a recorder)
+	capacity   fleet.Capacity
+	ttl        time.Duration
+	leaseFile  string
+	tiers      []string
 }
 
 func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) *node {
 	t.Helper()
 	n := &node{id: id, local: &local{node: id, st: st, held: map[string]bool{}}}
 	var h http.Handler
-	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	var front http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) })
+	if o.front != nil {
+		front = o.front(front)
+	}
+	n.srv = httptest.NewServer(front)
 	t.Cleanup(n.srv.Close)
 	if o.capacity == (fleet.Capacity{}) {
 		o.capacity = fleet.Capacity{CPUMilli: 8000, MemoryMiB: 4096, Sessions: 10, Runs: 4}
@@ -150,9 +184,13 @@ func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) 
 		o.tiers = []string{"kernel"}
 	}
 	cli := c.Client(t)
+	if o.wrapKV != nil {
+		cli.KV = o.wrapKV(cli.KV)
+	}
 	f, err := fleet.New(fleet.Config{
-		Client: cli, NodeID: id, Addr: n.srv.URL, Tiers: o.tiers, Capacity: o.capacity, Demand: demand,
-		Secret: secret, Local: n.local, Store: st, LeaseTTL: o.ttl, LeaseFile: o.leaseFile,
+		NodeRanges: o.nodeRanges,
+		Client:     cli, NodeID: id, Addr: n.srv.URL, Tiers: o.tiers, Capacity: o.capacity, Demand: demand,
+		Secret: secret, Auth: auth, Local: n.local, Store: st, LeaseTTL: o.ttl, LeaseFile: o.leaseFile,
 		SweepEvery: 200 * time.Millisecond, ReapEvery: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -175,6 +213,30 @@ func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) 
 func (n *node) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		if key := r.Header.Get("Idempotency-Key"); key != "" {
+			// As the REST API: a used key answers 200 with the session
+			// it made, wherever that is.
+			n.local.st.mu.Lock()
+			prev, ok := n.local.st.idem[key]
+			if !ok {
+				prev = fmt.Sprintf("%s-s%d", n.id, n.seq.Add(1))
+				n.local.st.idem[key] = prev
+			}
+			n.local.st.mu.Unlock()
+			if ok {
+				w.Header().Set("Idempotent-Replayed", "true")
+				w.WriteHeader(http.StatusOK)
+				json.NewEncoder(w).Encode(map[string]string{"session_id": prev})
+				return
+			}
+			n.local.st.add(prev, n.id)
+			n.local.mu.Lock()
+			n.local.held[prev] = true
+			n.local.mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]string{"session_id": prev})
+			return
+		}
 		id := fmt.Sprintf("%s-s%d", n.id, n.seq.Add(1))
 		n.local.st.add(id, n.id)
 		n.local.mu.Lock()
@@ -253,7 +315,7 @@ func fleetOf(t testing.TB, n int, o opts) (*etcdtest.Cluster, *store, []*node) {
 
 func post(t *testing.T, url, body string) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := client.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +337,7 @@ func TestNoOvercommit(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 8; i++ {
-					resp, err := http.Post(n.srv.URL+"/v1/sessions", "application/json", strings.NewReader(`{"size":"small"}`))
+					resp, err := client.Post(n.srv.URL+"/v1/sessions", "application/json", strings.NewReader(`{"size":"small"}`))
 					if err != nil {
 						t.Error(err)
 						return
@@ -328,7 +390,7 @@ func TestForward(t *testing.T) {
 	for _, via := range nodes {
 		// Upload through each node lands on the owner.
 		req, _ := http.NewRequest(http.MethodPut, via.srv.URL+"/v1/sessions/"+s.ID+"/files?path=/x", strings.NewReader(strings.Repeat("y", 1<<20)))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +400,7 @@ func TestForward(t *testing.T) {
 			t.Errorf("upload via %s: %s, want %s", via.id, b, want)
 		}
 		// The event stream through each node.
-		resp, err = http.Get(via.srv.URL + "/v1/sessions/" + s.ID + "/output")
+		resp, err = client.Get(via.srv.URL + "/v1/sessions/" + s.ID + "/output")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,10 +416,20 @@ func TestForward(t *testing.T) {
 			t.Fatalf("second event via %s: %q", via.id, rest)
 		}
 	}
-	// A client cannot pose as a node.
+	// A client cannot pose as a node: a forged signature is refused.
 	req, _ := http.NewRequest(http.MethodDelete, nodes[1].srv.URL+"/v1/sessions/"+s.ID, nil)
-	req.Header.Set(fleet.HeaderSecret, "guess")
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set(fleet.HeaderSignature, "guess")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), fleet.ProblemForwardRefused) {
+		t.Fatalf("delete with a forged signature: %d %s", resp.StatusCode, b)
+	}
+	req, _ = http.NewRequest(http.MethodDelete, nodes[1].srv.URL+"/v1/sessions/"+s.ID, nil)
+	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +645,7 @@ func TestEtcdLeaderLoss(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := http.Post(n.srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
+				resp, err := client.Post(n.srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
 				if err != nil {
 					bad.Add(1)
 					continue
@@ -642,7 +714,7 @@ func TestRunsWaitForSlots(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				resp, err := http.Post(nodes[(c+i)%3].srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
+				resp, err := client.Post(nodes[(c+i)%3].srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
 				if err != nil {
 					t.Error(err)
 					return

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,14 +20,21 @@ import (
 
 // Headers between nodes, and the one every answer of a fleet carries.
 const (
-	// HeaderSecret marks a request forwarded by another node (its value
-	// is Config.Secret); a client's copy is dropped.
-	HeaderSecret = "X-Airlock-Fleet-Secret"
 	// HeaderReservation names the reservation a forwarded creation was
-	// placed with.
+	// placed with (signed with the forward).
 	HeaderReservation = "X-Airlock-Fleet-Reservation"
+	// HeaderBound, on a forward's answer, says the node bound the
+	// forward's reservation to the session it made; the placer frees
+	// every other reservation. Never passed on to clients.
+	HeaderBound = "X-Airlock-Fleet-Bound"
 	// HeaderNode names the node that served the request.
 	HeaderNode = "X-Airlock-Node"
+)
+
+// Problem types of the front.
+const (
+	ProblemUnauthenticated = "unauthenticated"       // no or a wrong key: before any placement
+	ProblemForwardRefused  = "fleet-forward-refused" // a forward's signature failed
 )
 
 // E2B's header naming the sandbox of a data-plane request.
@@ -48,29 +54,52 @@ const maxForwardTries = 3
 // in the shared store) is served by local.
 func (f *Fleet) Handler(local http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer := f.fromPeer(r)
-		alloc := r.Header.Get(HeaderReservation)
-		r.Header.Del(HeaderSecret)
-		r.Header.Del(HeaderReservation)
-		if peer {
-			f.serveLocal(w, r, local, alloc)
+		if isForward(r) {
+			alloc, err := f.verify(r)
+			if err != nil {
+				f.log.Warn("fleet: refused a forwarded request", "from", r.RemoteAddr, "path", r.URL.Path, "err", err)
+				f.problem(w, airlock.Problem(airlock.EUNAUTHORIZED, ProblemForwardRefused, "the forwarded request is not authentic"))
+				return
+			}
+			f.serveLocal(w, r, local, alloc, true)
 			return
 		}
 		kind, sid := classify(r)
+		if (kind != "" || sid != "") && r.Header.Get(headerE2BSandbox) == "" {
+			// Who asks, before anything is placed or looked up in etcd.
+			// (An E2B sandbox's data-plane requests carry its access
+			// token, which only the node holding it can check.)
+			if !f.authenticate(w, r) {
+				return
+			}
+		}
 		switch {
 		case kind != "":
 			f.servePlaced(w, r, local, kind)
 		case sid != "":
 			f.serveOwned(w, r, local, sid)
 		default:
-			f.serveLocal(w, r, local, "")
+			f.serveLocal(w, r, local, "", false)
 		}
 	})
 }
 
-func (f *Fleet) fromPeer(r *http.Request) bool {
-	v := r.Header.Get(HeaderSecret)
-	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(f.cfg.Secret)) == 1
+// authenticate answers a request no tenant's key vouches for with a
+// problem that says no more than that, and reports whether it may go on.
+func (f *Fleet) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	_, err := f.cfg.Auth.Authenticate(r)
+	if err == nil {
+		return true
+	}
+	switch airlock.ErrorCode(err) {
+	case airlock.EUNAUTHORIZED, airlock.ENOTFOUND:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+		f.problem(w, airlock.Problem(airlock.EUNAUTHORIZED, ProblemUnauthenticated, "a valid API key is required"))
+	default:
+		f.log.Error("fleet: authenticating a request", "path", r.URL.Path, "err", err)
+		f.problem(w, airlock.Problem(airlock.EUNAVAILABLE, "unavailable", "the request could not be authenticated now").RetryLater(time.Second))
+	}
+	return false
 }
 
 // classify says whether a request is placed (and as what), or is for a
@@ -120,7 +149,7 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 	if json.Unmarshal(body, &pb) != nil {
 		// Not JSON: the local handler answers with the right problem.
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
 	req := Request{Kind: kind, Image: pb.Image, Language: pb.Language, Size: pb.Size, Isolation: pb.Isolation}
@@ -136,16 +165,16 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		// The reservation stays only with a new session bound to it
+		// (not with a run, a refusal or an idempotent replay).
 		if n.ID == f.cfg.NodeID {
-			sw := &statusWriter{ResponseWriter: w}
-			f.serveLocal(sw, r, local, res.ID)
-			if kind == KindRun || sw.status/100 != 2 {
+			if !f.serveLocal(w, r, local, res.ID, false) {
 				f.release(r.Context(), res)
 			}
 			return
 		}
-		status, err := f.forward(w, r, n, res.ID)
-		if kind == KindRun || status/100 != 2 {
+		status, bound, err := f.forward(w, r, n, res.ID)
+		if !bound {
 			f.release(r.Context(), res)
 		}
 		if err == nil || status != 0 {
@@ -167,7 +196,9 @@ func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]boo
 	deadline := time.Now().Add(placeWait)
 	wait := 20 * time.Millisecond
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// One round may take what is left of the wait: on a loaded
+		// machine a contended node's reads and transactions are slow.
+		pctx, cancel := context.WithDeadline(ctx, deadline)
 		res, n, err := f.place(pctx, req, skip)
 		cancel()
 		var e *airlock.Error
@@ -191,16 +222,16 @@ func (f *Fleet) placeRetry(ctx context.Context, req Request, skip map[string]boo
 func (f *Fleet) serveOwned(w http.ResponseWriter, r *http.Request, local http.Handler, sid string) {
 	owner, ok := f.Owner(r.Context(), sid)
 	if !ok || owner == f.cfg.NodeID {
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
 	n, ok := f.member(owner)
 	if !ok {
 		// Its node is gone: the shared store says what became of it.
-		f.serveLocal(w, r, local, "")
+		f.serveLocal(w, r, local, "", false)
 		return
 	}
-	if status, err := f.forward(w, r, n, ""); err != nil && status == 0 {
+	if status, _, err := f.forward(w, r, n, ""); err != nil && status == 0 {
 		f.problem(w, airlock.Problem(airlock.EUNAVAILABLE, "session-node-unreachable",
 			"the node holding session %s cannot be reached now", sid).RetryLater(2*time.Second))
 	}
@@ -208,8 +239,10 @@ func (f *Fleet) serveOwned(w http.ResponseWriter, r *http.Request, local http.Ha
 
 // serveLocal serves a request here. A session made here is mapped to this
 // node before its answer goes out (so the next request, through any node,
-// finds it); a session deleted here is unmapped.
-func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Handler, alloc string) {
+// finds it); a session deleted here is unmapped. It reports whether a
+// new session was made with alloc (and, to a forwarding node, says so in
+// HeaderBound).
+func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Handler, alloc string, forwarded bool) bool {
 	w.Header().Set(HeaderNode, f.cfg.NodeID)
 	creates := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/sandboxes" ||
 		r.URL.Path == "/v2/sandboxes" || (strings.HasPrefix(r.URL.Path, "/v1/sessions/") && strings.HasSuffix(r.URL.Path, "/fork")))
@@ -221,7 +254,7 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 				f.dropLocal(r.Context(), sid)
 			}
 		}
-		return
+		return false
 	}
 	if alloc != "" {
 		f.mu.Lock()
@@ -235,15 +268,23 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 	}
 	buf := &bufferWriter{header: http.Header{}}
 	local.ServeHTTP(buf, r)
-	if buf.status == http.StatusCreated {
+	made := false
+	// Only a new session (201) takes the reservation: an idempotent
+	// replay (200) names a session that has its mapping and reservation
+	// already.
+	if buf.status == http.StatusCreated && buf.header.Get("Idempotent-Replayed") == "" {
 		for i, id := range createdIDs(buf.body.Bytes()) {
 			a := ""
 			if i == 0 {
 				a = alloc
+				made = alloc != ""
 			}
 			if a == "" {
 				a = f.selfReserve(r.Context(), KindSession)
 			}
+			// The session holds its reservation even when its mapping
+			// could not be written now (the sweep keeps an unbound
+			// reservation for PendingTTL).
 			if err := f.bind(r.Context(), id, a); err != nil {
 				f.log.Error("fleet: mapping a new session to this node", "session", id, "err", err)
 			}
@@ -252,11 +293,16 @@ func (f *Fleet) serveLocal(w http.ResponseWriter, r *http.Request, local http.Ha
 	for k, v := range buf.header {
 		w.Header()[k] = v
 	}
+	w.Header().Del(HeaderBound)
+	if made && forwarded {
+		w.Header().Set(HeaderBound, alloc)
+	}
 	if buf.status == 0 {
 		buf.status = http.StatusOK
 	}
 	w.WriteHeader(buf.status)
 	_, _ = w.Write(buf.body.Bytes())
+	return made
 }
 
 // selfReserve takes a session's share on this node for a session that
@@ -316,33 +362,49 @@ func createdIDs(body []byte) []string {
 	return out
 }
 
-// hop is one forward, carried to the proxy's Rewrite in the context.
+// hop is one forward, carried to the proxy's hooks in the context.
 type hop struct {
 	target *url.URL
 	alloc  string
+	sig    http.Header
+	stream func(*http.Request)
+	bound  bool
 	err    error
 }
 
 type hopKey struct{}
 
-// forward reverse-proxies r to node n, streaming both ways (event
-// streams are flushed as they come). It returns the status the node
-// answered, or 0 and the error when no answer began.
-func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc string) (int, error) {
+// forward reverse-proxies r to node n, signed, streaming both ways
+// (event streams are flushed as they come). It returns the status the
+// node answered, or 0 and the error when no answer began, and whether
+// the node bound alloc to a session it made.
+func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc string) (int, bool, error) {
 	target, err := url.Parse(n.Addr)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	h := &hop{target: target, alloc: alloc}
+	sig, stream, err := f.sign(r, n.ID, alloc)
+	if err != nil {
+		return 0, false, err
+	}
+	h := &hop{target: target, alloc: alloc, sig: sig, stream: stream}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			h := pr.In.Context().Value(hopKey{}).(*hop)
 			pr.SetURL(h.target)
 			pr.SetXForwarded()
-			pr.Out.Header.Set(HeaderSecret, f.cfg.Secret)
-			if h.alloc != "" {
-				pr.Out.Header.Set(HeaderReservation, h.alloc)
+			for k, v := range h.sig {
+				pr.Out.Header[k] = v
 			}
+			if h.stream != nil {
+				h.stream(pr.Out)
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			h := resp.Request.Context().Value(hopKey{}).(*hop)
+			h.bound = h.alloc != "" && resp.Header.Get(HeaderBound) == h.alloc
+			resp.Header.Del(HeaderBound)
+			return nil
 		},
 		Transport:     f.transport,
 		FlushInterval: -1,
@@ -353,9 +415,9 @@ func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc st
 	sw := &statusWriter{ResponseWriter: w}
 	rp.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), hopKey{}, h)))
 	if h.err != nil && sw.status == 0 {
-		return 0, h.err
+		return 0, false, h.err
 	}
-	return sw.status, h.err
+	return sw.status, h.bound, h.err
 }
 
 // problem writes err as an RFC 9457 problem, saying which node answered.

@@ -18,22 +18,25 @@ const (
 	problemEtcd   = "fleet-unavailable"
 )
 
-// score ranks a node for a request: the free share of its memory and of
-// its slots of the kind, plus a bonus when its pool has a ready sandbox
+// score ranks a node for a request: the free share of its slots (and,
+// for a session, of the CPU and memory it bounds), plus a bonus when its pool has a ready sandbox
 // of the image. Higher is better.
 func score(n Node, used Capacity, kind Kind, image string) float64 {
 	free := func(total, taken int64) float64 {
 		if total <= 0 {
-			return 0
+			return 1 // no bound
 		}
 		return float64(total-taken) / float64(total)
 	}
-	s := free(n.Capacity.MemoryMiB, used.MemoryMiB) + free(n.Capacity.CPUMilli, used.CPUMilli)
+	// The node's sessions weigh on both kinds (they share its CPUs);
+	// a kind's own slots weigh twice.
+	s := free(int64(n.Capacity.Sessions), int64(used.Sessions))
 	switch kind {
 	case KindSession:
+		s += free(n.Capacity.MemoryMiB, used.MemoryMiB) + free(n.Capacity.CPUMilli, used.CPUMilli)
 		s += free(int64(n.Capacity.Sessions), int64(used.Sessions))
 	case KindRun:
-		s += free(int64(n.Capacity.Runs), int64(used.Runs))
+		s += 2 * free(int64(n.Capacity.Runs), int64(used.Runs))
 	}
 	if image != "" && n.Status.PoolReady[image] > 0 {
 		s += 0.5
@@ -95,8 +98,11 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 			last = err
 			continue
 		default:
+			// The cause is logged, never sent: callers learn only that
+			// the fleet could not place the request now.
+			f.log.Warn("fleet: placing a request", "node", c.n.ID, "err", err)
 			return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, problemEtcd,
-				"the fleet's coordination store did not answer: %v", err).RetryLater(time.Second)
+				"the fleet could not place the request now").RetryLater(time.Second)
 		}
 	}
 	if errors.Is(last, errFull) || last == nil {
@@ -104,5 +110,6 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 			"every node of the fleet that offers isolation %q is full", req.Isolation).RetryLater(5 * time.Second)
 	}
 	// Contention or nodes leaving: worth another round (placeRetry).
-	return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, problemBusy, "no node could take the request now (%v)", last).RetryLater(time.Second)
+	f.log.Debug("fleet: no node could take a request this round", "err", last)
+	return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, problemBusy, "no node could take the request now").RetryLater(time.Second)
 }

@@ -42,15 +42,16 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// usage sums reservations.
+// usage sums reservations: the counts of each kind, and the CPU and
+// memory of the sessions (runs have slots of their own, see Capacity).
 func usage(rs []Reservation) Capacity {
 	var u Capacity
 	for _, r := range rs {
-		u.CPUMilli += r.CPUMilli
-		u.MemoryMiB += r.MemoryMiB
 		switch r.Kind {
 		case KindSession:
 			u.Sessions++
+			u.CPUMilli += r.CPUMilli
+			u.MemoryMiB += r.MemoryMiB
 		case KindRun:
 			u.Runs++
 		}
@@ -58,13 +59,18 @@ func usage(rs []Reservation) Capacity {
 	return u
 }
 
-// fits reports whether a reservation of kind and d fits beside used.
+// fits reports whether a reservation of kind and d fits beside used: a
+// run needs one of the node's run slots; a session one of its session
+// slots and, where the node bounds them, its CPU and memory.
 func fits(c, used Capacity, kind Kind, d Demand) bool {
-	if used.CPUMilli+d.CPUMilli > c.CPUMilli || used.MemoryMiB+d.MemoryMiB > c.MemoryMiB {
-		return false
-	}
 	switch kind {
 	case KindSession:
+		if c.CPUMilli > 0 && used.CPUMilli+d.CPUMilli > c.CPUMilli {
+			return false
+		}
+		if c.MemoryMiB > 0 && used.MemoryMiB+d.MemoryMiB > c.MemoryMiB {
+			return false
+		}
 		return used.Sessions+1 <= c.Sessions
 	case KindRun:
 		return used.Runs+1 <= c.Runs

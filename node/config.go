@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -176,7 +175,7 @@ func (c *Config) Validate() error {
 }
 
 // withDefaults fills what is derived from the machine: the fleet's node
-// name, address and capacity.
+// name and address (its capacity bounds nothing unless given).
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -191,12 +190,6 @@ func (c Config) withDefaults() Config {
 				host, _ = os.Hostname()
 			}
 			c.Fleet.Advertise = "http://" + net.JoinHostPort(host, port)
-		}
-		if c.Fleet.CPUs == 0 {
-			c.Fleet.CPUs = float64(runtime.NumCPU())
-		}
-		if c.Fleet.MemoryMiB == 0 {
-			c.Fleet.MemoryMiB = machineMemoryMiB()
 		}
 	}
 	return c

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/e2b"
+	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/service/session"
 )
 
@@ -61,13 +62,13 @@ func newE2B(o E2BConfig, so SessionsConfig, stateDir string, sessions *session.M
 
 // serveE2B serves the E2B API alone on --e2b-listen; the listener is
 // closed with the returned function.
-func serveE2B(addr string, srv *e2b.Server, base *http.Server, logger *slog.Logger) (func(), error) {
+func serveE2B(addr string, h http.Handler, base *http.Server, logger *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--e2b-listen: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           tracing.Middleware(h),
 		ReadHeaderTimeout: base.ReadHeaderTimeout,
 		ReadTimeout:       base.ReadTimeout,
 		WriteTimeout:      base.WriteTimeout,

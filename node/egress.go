@@ -62,7 +62,8 @@ func (o EgressConfig) allowFor(t *airlock.Tenant) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known,
+	deny []netip.Prefix, logger *slog.Logger) (*egress.Service, error) {
 	if o.Disabled {
 		if len(o.Allow) > 0 || o.BrokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -137,6 +138,7 @@ func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, ten
 		DNSPort:    o.DNSPort,
 		Upstreams:  o.Upstreams,
 		Permit:     permit,
+		Deny:       deny,
 		QuotaBytes: quota,
 		Tenants:    tenants,
 		Logger:     logger,

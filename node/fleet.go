@@ -2,16 +2,18 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
@@ -25,17 +27,35 @@ import (
 type FleetConfig struct {
 	// Etcd are the etcd client URLs.
 	Etcd []string
+	// EtcdCA is a CA certificate (PEM file) that verifies the etcd
+	// members (https:// endpoints; default the system's roots).
+	EtcdCA string
+	// EtcdCert and EtcdKey are a client certificate and its key (PEM
+	// files) for etcd members that require one.
+	EtcdCert string
+	EtcdKey  string
+	// EtcdUser and EtcdPassword log in to an etcd cluster with auth
+	// enabled.
+	EtcdUser     string
+	EtcdPassword string
+	// NodeRanges are the address ranges (CIDR) the fleet's nodes are
+	// reached at: forwards go to no other address, and sandboxes' egress
+	// never reaches these (default fleet.DefaultNodeRanges: loopback and
+	// the private ranges).
+	NodeRanges []string
 	// NodeID is this node's name in the fleet (default: the host name).
 	NodeID string
 	// Advertise is the base URL other nodes forward to (default: http://
 	// and the listen address).
 	Advertise string
-	// Secret marks requests one node forwards to another.
+	// Secret is the key of the HMAC each forwarded request is signed
+	// with.
 	Secret   string
 	LeaseTTL time.Duration
 	K        int
-	// CPUs and MemoryMiB are what this node offers to placements
-	// (default: the machine's).
+	// CPUs and MemoryMiB bound what the sessions placed on this node may
+	// reserve in all (0: no bound beyond Sessions.Max, as a node alone);
+	// one-shot runs are bounded by MaxConcurrent only.
 	CPUs      float64
 	MemoryMiB int64
 	Prefix    string
@@ -47,6 +67,12 @@ func (o FleetConfig) enabled() bool { return len(o.Etcd) > 0 }
 func (o FleetConfig) validate(listen string) error {
 	if !o.enabled() {
 		return nil
+	}
+	if err := o.etcdConfig().Validate(); err != nil {
+		return fmt.Errorf("--etcd: %w", err)
+	}
+	if _, err := o.nodeRanges(); err != nil {
+		return err
 	}
 	if len(o.Secret) < fleet.MinSecretBytes {
 		return fmt.Errorf("--etcd needs --fleet-secret (or AIRLOCK_FLEET_SECRET) of at least %d bytes", fleet.MinSecretBytes)
@@ -61,30 +87,71 @@ func (o FleetConfig) validate(listen string) error {
 			return fmt.Errorf("--etcd needs --advertise when --listen has no fixed port")
 		}
 	}
+	if o.CPUs < 0 || o.MemoryMiB < 0 {
+		return errors.New("--fleet-cpus and --fleet-memory-mib must not be negative")
+	}
 	return nil
 }
 
-// machineMemoryMiB is MemTotal of /proc/meminfo, or 1 GiB if unreadable.
-func machineMemoryMiB() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			var kb int64
-			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-				return kb >> 10
+// etcdConfig is how the node's etcd clients (the fleet's and the
+// quotas') connect.
+func (o FleetConfig) etcdConfig() fleet.EtcdConfig {
+	return fleet.EtcdConfig{Endpoints: o.Etcd, CAFile: o.EtcdCA, CertFile: o.EtcdCert, KeyFile: o.EtcdKey,
+		Username: o.EtcdUser, Password: o.EtcdPassword}
+}
+
+// nodeRanges are --fleet-node-range, or the fleet's defaults.
+func (o FleetConfig) nodeRanges() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range o.NodeRanges {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--fleet-node-range: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) == 0 {
+		out = fleet.DefaultNodeRanges()
+	}
+	return out, nil
+}
+
+// infrastructure are the addresses sandboxes must never reach in a
+// fleet, whatever --egress-permit says: the fleet's node ranges and the
+// hosts of etcd and of the store (resolved now).
+func (o FleetConfig) infrastructure(storeURL string) []netip.Prefix {
+	if !o.enabled() {
+		return nil
+	}
+	out, _ := o.nodeRanges()
+	hosts := []string{}
+	for _, e := range o.Etcd {
+		if u, err := url.Parse(e); err == nil {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	if u, err := url.Parse(storeURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		ips, _ := net.LookupIP(h)
+		for _, ip := range ips {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			}
 		}
 	}
-	return 1024
+	return out
 }
 
-// client opens a client of the fleet's etcd.
+// client opens a client of the fleet's etcd, with the TLS and the user
+// of the etcd options.
 func (o FleetConfig) client() (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   o.Etcd,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := o.etcdConfig().Client()
 	if err != nil {
 		return nil, fmt.Errorf("--etcd: %w", err)
 	}
@@ -117,12 +184,18 @@ var _ fleet.Local = fleetLocal{}
 // startFleet joins the fleet named by --etcd. It returns nil, and no
 // error, without --etcd.
 func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
-	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
+	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store,
+	auth fleet.Authenticator, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
 	}
 	cli, err := o.client()
 	if err != nil {
+		return nil, nil, err
+	}
+	ranges, err := o.nodeRanges()
+	if err != nil {
+		cli.Close()
 		return nil, nil, err
 	}
 	tiers := map[string]bool{}
@@ -148,22 +221,25 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 		return fleet.Demand{CPUMilli: int64(s.CPUs * 1000), MemoryMiB: s.MemoryBytes >> 20}, nil
 	}
 	f, err := fleet.New(fleet.Config{
-		Client:    cli,
-		NodeID:    o.NodeID,
-		Addr:      o.Advertise,
-		Tiers:     tierList,
-		Capacity:  fleet.Capacity{CPUMilli: int64(o.CPUs * 1000), MemoryMiB: o.MemoryMiB, Sessions: maxSessions, Runs: maxRuns},
-		Demand:    demand,
-		Secret:    o.Secret,
-		Local:     fleetLocal{sessions: sessions, prov: prov},
-		Store:     store,
-		LeaseTTL:  o.LeaseTTL,
-		K:         o.K,
-		Prefix:    o.Prefix,
-		LeaseFile: filepath.Join(stateDir, "fleet.lease"),
+		Client: cli,
+		NodeID: o.NodeID,
+		Addr:   o.Advertise,
+		Tiers:  tierList,
+		// What this node would take alone: its own admission's counts.
+		Capacity:   fleet.Capacity{CPUMilli: int64(o.CPUs * 1000), MemoryMiB: o.MemoryMiB, Sessions: maxSessions, Runs: maxRuns},
+		Demand:     demand,
+		Secret:     o.Secret,
+		Auth:       auth,
+		NodeRanges: ranges,
+		Local:      fleetLocal{sessions: sessions, prov: prov},
+		Store:      store,
+		LeaseTTL:   o.LeaseTTL,
+		K:          o.K,
+		Prefix:     o.Prefix,
+		LeaseFile:  filepath.Join(stateDir, "fleet.lease"),
 		// Forwards carry the trace on (a forward span per hop).
-		Transport: &tracing.Transport{},
-		Logger:    logger,
+		WrapTransport: func(base http.RoundTripper) http.RoundTripper { return &tracing.Transport{Base: base} },
+		Logger:        logger,
 	})
 	if err != nil {
 		cli.Close()
@@ -183,7 +259,8 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 // sessions recovered are still this node's.
 func (n *Node) joinFleet(ctx context.Context) error {
 	c := n.cfg
-	fl, cli, err := startFleet(ctx, c.Fleet, c.Sessions.Sizes, c.limits(), c.Sessions.Max, c.MaxConcurrent, c.StateDir, n.Sessions, n.Provisioner, n.Store, n.logger)
+	fl, cli, err := startFleet(ctx, c.Fleet, c.Sessions.Sizes, c.limits(), c.Sessions.Max, c.MaxConcurrent, c.StateDir, n.Sessions, n.Provisioner, n.Store,
+		n.fleetAuth(), n.logger)
 	if err != nil || fl == nil {
 		return err
 	}
@@ -194,4 +271,20 @@ func (n *Node) joinFleet(ctx context.Context) error {
 		return fl.Close(ctx, !c.KeepSessions)
 	}))
 	return nil
+}
+
+// fleetAuth is how the fleet learns a client's tenant before it places
+// anything: what WithFleetAuthenticator gave, else the REST API's keys
+// (the API is made after the fleet joins, and requests reach the fleet
+// only once the node serves).
+func (n *Node) fleetAuth() fleet.Authenticator {
+	if n.parts.fleetAuth != nil {
+		return n.parts.fleetAuth
+	}
+	return fleet.AuthFunc(func(r *http.Request) (string, error) {
+		if n.api == nil {
+			return "", airlock.Errorf(airlock.EUNAVAILABLE, "the API is not ready")
+		}
+		return n.api.Authenticate(r)
+	})
 }

@@ -67,9 +67,15 @@ func (n *Node) listen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.api = api
+	// MCP's tool calls go through the fleet like any other request.
+	mcpAPI := api.Handler()
+	if n.Fleet != nil {
+		mcpAPI = n.Fleet.Handler(mcpAPI)
+	}
 	if n.parts.frontDoor != nil {
 		n.Handler = n.parts.frontDoor(n, api.Handler())
-	} else if n.Handler, err = frontDoor(api.Handler(), n.Store, n.logger); err != nil {
+	} else if n.Handler, err = frontDoor(api.Handler(), mcpAPI, n.Store, n.logger); err != nil {
 		return err
 	}
 	if c.E2B.Enabled || c.E2B.Listen != "" {
@@ -104,7 +110,11 @@ func (n *Node) listen(ctx context.Context) error {
 		n.onClose(stopDebug)
 	}
 	if c.E2B.Listen != "" {
-		closeE2B, err := serveE2B(c.E2B.Listen, n.E2B, n.srv, n.logger)
+		var e2bHandler http.Handler = n.E2B.Handler()
+		if n.Fleet != nil {
+			e2bHandler = n.Fleet.Handler(e2bHandler) // placed and routed as on --listen
+		}
+		closeE2B, err := serveE2B(c.E2B.Listen, e2bHandler, n.srv, n.logger)
 		if err != nil {
 			return err
 		}
@@ -114,11 +124,12 @@ func (n *Node) listen(ctx context.Context) error {
 }
 
 // frontDoor is what airlockd serves: the REST API, and beside it the MCP
-// server at /mcp, whose tool calls are requests to that same API made
-// in-process with the caller's key, and the web console at /console/,
-// a page that speaks that same API from the browser.
-func frontDoor(api http.Handler, store airlock.Store, logger *slog.Logger) (http.Handler, error) {
-	mcpHandler, err := mcp.NewHandler(mcp.HandlerConfig{API: api, Keys: store, Logger: logger, Version: "airlockd"})
+// server at /mcp, whose tool calls are requests to mcpAPI (that same API,
+// routed by the fleet when there is one) made in-process with the
+// caller's key, and the web console at /console/, a page that speaks
+// that same API from the browser.
+func frontDoor(api, mcpAPI http.Handler, store airlock.Store, logger *slog.Logger) (http.Handler, error) {
+	mcpHandler, err := mcp.NewHandler(mcp.HandlerConfig{API: mcpAPI, Keys: store, Logger: logger, Version: "airlockd"})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/e2b"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/service/abuse"
@@ -60,6 +61,8 @@ type Node struct {
 
 	ln  net.Listener
 	srv *http.Server
+	// api is the REST API, whose keys the fleet authenticates with.
+	api *rest.Server
 	// egress and egressLog are the sandboxes' networks and their log as
 	// the services see them: the node's proxy, or what WithEgress gave.
 	egress    airlock.Egress

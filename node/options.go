@@ -5,6 +5,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/service/image"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/quota"
@@ -33,6 +34,7 @@ type parts struct {
 	rest            func(*rest.Config)
 	wrapSessions    func(airlock.SessionService) airlock.SessionService
 	frontDoor       func(n *Node, api http.Handler) http.Handler
+	fleetAuth       fleet.Authenticator
 	noDefaultTenant bool
 }
 
@@ -100,3 +102,9 @@ func WithFrontDoor(f func(n *Node, api http.Handler) http.Handler) Option {
 // WithoutDefaultTenant leaves an empty store empty: no tenant "default"
 // and no default.key.
 func WithoutDefaultTenant() Option { return func(p *parts) { p.noDefaultTenant = true } }
+
+// WithFleetAuthenticator makes the fleet learn a client's tenant from a
+// instead of the REST API's keys.
+func WithFleetAuthenticator(a fleet.Authenticator) Option {
+	return func(p *parts) { p.fleetAuth = a }
+}

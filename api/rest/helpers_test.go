@@ -175,6 +175,7 @@ type env struct {
 	t        *testing.T
 	srv      *httptest.Server
 	handler  http.Handler
+	server   *rest.Server
 	store    *sqlite.DB
 	blobs    airlock.Blobs
 	exec     *fakeExecutor
@@ -245,7 +246,7 @@ func setup(t tb, opts ...func(*rest.Config)) *env {
 	if err != nil {
 		t.Fatalf("rest.New: %v", err)
 	}
-	e.handler = s.Handler()
+	e.handler, e.server = s.Handler(), s
 	return e
 }
 

@@ -36,6 +36,7 @@ type flags struct {
 	abuseDisable  string
 	oldMasterKey  string
 	etcd          string
+	nodeRanges    string
 }
 
 // newFlags registers every flag of airlockd on fs, with node.Defaults
@@ -70,11 +71,13 @@ func (f *flags) config() (node.Config, error) {
 		c.API.MetricsKey = os.Getenv("AIRLOCK_METRICS_KEY")
 	}
 	if f.etcd != "" {
-		c.Fleet.Etcd = strings.Split(f.etcd, ",")
+		c.Fleet.Etcd = splitList(f.etcd)
 		if c.Fleet.Secret == "" {
 			c.Fleet.Secret = os.Getenv("AIRLOCK_FLEET_SECRET")
 		}
+		c.Fleet.EtcdPassword = os.Getenv("AIRLOCK_ETCD_PASSWORD")
 	}
+	c.Fleet.NodeRanges = splitList(f.nodeRanges)
 	c.Pool.MemoryBudget = f.poolMemoryMiB << 20
 	c.Pool.Disabled = c.Pool.Max == 0
 	c.Warm = splitList(f.warm)
@@ -302,10 +305,15 @@ func (f *flags) registerFleet(fs *flag.FlagSet) {
 	fs.StringVar(&f.etcd, "etcd", envOr("AIRLOCK_ETCD", ""), "etcd client URLs, comma-separated: run this node as part of a fleet (membership, placement, forwarding); empty for a single node (env AIRLOCK_ETCD)")
 	fs.StringVar(&c.Fleet.NodeID, "node-id", envOr("AIRLOCK_NODE_ID", ""), "this node's name in the fleet, the same across restarts (default: the host name) (env AIRLOCK_NODE_ID)")
 	fs.StringVar(&c.Fleet.Advertise, "advertise", c.Fleet.Advertise, "base URL other nodes forward to, http://host:port (default: http:// and the --listen address)")
-	fs.StringVar(&c.Fleet.Secret, "fleet-secret", c.Fleet.Secret, "secret every node of the fleet shares, marking requests one node forwards to another; at least 16 bytes (env AIRLOCK_FLEET_SECRET)")
+	fs.StringVar(&c.Fleet.EtcdCA, "etcd-ca", envOr("AIRLOCK_ETCD_CA", c.Fleet.EtcdCA), "CA certificate (PEM) that verifies the etcd members (https:// endpoints; default the system's roots) (env AIRLOCK_ETCD_CA)")
+	fs.StringVar(&c.Fleet.EtcdCert, "etcd-cert", envOr("AIRLOCK_ETCD_CERT", c.Fleet.EtcdCert), "client certificate (PEM) for etcd members that require one, with --etcd-key (env AIRLOCK_ETCD_CERT)")
+	fs.StringVar(&c.Fleet.EtcdKey, "etcd-key", envOr("AIRLOCK_ETCD_KEY", c.Fleet.EtcdKey), "key (PEM) of --etcd-cert (env AIRLOCK_ETCD_KEY)")
+	fs.StringVar(&c.Fleet.EtcdUser, "etcd-user", envOr("AIRLOCK_ETCD_USER", c.Fleet.EtcdUser), "etcd user, for a cluster with auth enabled; its password from AIRLOCK_ETCD_PASSWORD (env AIRLOCK_ETCD_USER)")
+	fs.StringVar(&f.nodeRanges, "fleet-node-range", envOr("AIRLOCK_FLEET_NODE_RANGE", ""), "address ranges (CIDR, comma-separated) the fleet's nodes are reached at; forwards go to no other address, and sandboxes' egress never reaches these (default loopback and the private ranges) (env AIRLOCK_FLEET_NODE_RANGE)")
+	fs.StringVar(&c.Fleet.Secret, "fleet-secret", c.Fleet.Secret, "secret every node of the fleet shares: the key of the HMAC each forwarded request is signed with (method, path, time, nonce, body); at least 16 bytes (env AIRLOCK_FLEET_SECRET)")
 	fs.DurationVar(&c.Fleet.LeaseTTL, "fleet-lease-ttl", c.Fleet.LeaseTTL, "how long a node that stopped renewing its etcd lease stays a member; its sessions are marked lost after it")
 	fs.IntVar(&c.Fleet.K, "fleet-k", c.Fleet.K, "live nodes a placement samples (best of K)")
-	fs.Float64Var(&c.Fleet.CPUs, "fleet-cpus", c.Fleet.CPUs, "CPUs this node offers to placements (default: the machine's)")
-	fs.Int64Var(&c.Fleet.MemoryMiB, "fleet-memory-mib", c.Fleet.MemoryMiB, "memory in MiB this node offers to placements (default: the machine's)")
+	fs.Float64Var(&c.Fleet.CPUs, "fleet-cpus", c.Fleet.CPUs, "CPUs the sessions placed on this node may reserve in all (0: no bound beyond --max-sessions, as a node alone); one-shot runs are bounded by --max-concurrent only")
+	fs.Int64Var(&c.Fleet.MemoryMiB, "fleet-memory-mib", c.Fleet.MemoryMiB, "memory in MiB the sessions placed on this node may reserve in all (0: no bound beyond --max-sessions, as a node alone)")
 	fs.StringVar(&c.Fleet.Prefix, "fleet-prefix", c.Fleet.Prefix, "etcd key prefix of the fleet (ends in /)")
 }

@@ -101,6 +101,51 @@ func TestStoreOptions(t *testing.T) {
 	}
 }
 
+// The fleet's etcd TLS and user options and its node ranges bind to
+// node.FleetConfig; inconsistent ones are refused before airlockd does
+// anything.
+func TestFleetOptions(t *testing.T) {
+	base := []string{"--etcd", "https://e1:2379, https://e2:2379", "--fleet-secret", "0123456789abcdef0123", "--advertise", "http://10.0.0.5:8080"}
+	t.Setenv("AIRLOCK_ETCD_PASSWORD", "pw")
+	f, err := parseFlags(append(base, "--etcd-ca", "/ca.pem", "--etcd-cert", "/c.pem", "--etcd-key", "/k.pem",
+		"--etcd-user", "airlock", "--fleet-node-range", "10.0.0.0/24, 10.0.1.0/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Fleet
+	if len(got.Etcd) != 2 || got.Etcd[1] != "https://e2:2379" || got.EtcdCA != "/ca.pem" || got.EtcdCert != "/c.pem" || got.EtcdKey != "/k.pem" ||
+		got.EtcdUser != "airlock" || got.EtcdPassword != "pw" || len(got.NodeRanges) != 2 || got.NodeRanges[1] != "10.0.1.0/24" {
+		t.Errorf("fleet config %+v", got)
+	}
+	for name, extra := range map[string][]string{
+		"bad range":     {"--fleet-node-range", "10.0.0.0/33"},
+		"cert, no key":  {"--etcd-cert", "/c.pem"},
+		"negative cpus": {"--fleet-cpus", "-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := parseFlags(append(append([]string{}, base...), extra...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.config(); err == nil {
+				t.Errorf("%v accepted", extra)
+			}
+		})
+	}
+	t.Setenv("AIRLOCK_ETCD_PASSWORD", "")
+	f, err = parseFlags(append(append([]string{}, base...), "--etcd-user", "airlock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.config(); err == nil {
+		t.Error("--etcd-user without AIRLOCK_ETCD_PASSWORD accepted")
+	}
+}
+
 // parseFlags parses args as airlockd's command line, on a set of its own.
 func parseFlags(args []string) (*flags, error) {
 	fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)

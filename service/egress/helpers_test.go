@@ -42,6 +42,7 @@ type fixtureOpts struct {
 	quota   int64
 	tenants egress.TenantMeter
 	broker  func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker
+	deny    func(inet *testnet.Internet) []netip.Prefix // Config.Deny
 }
 
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
@@ -72,6 +73,9 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		Tenants:     o.tenants,
 		PeekTimeout: time.Second,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if o.deny != nil {
+		cfg.Deny = o.deny(inet)
 	}
 	if o.broker != nil {
 		// The broker records through the service, which exists only

@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/testnet"
 )
 
 // hello answers every request with its host and path.
@@ -494,4 +495,51 @@ func TestQuota(t *testing.T) {
 	if got := find(evs, func(e *airlock.EgressEvent) bool { return e.Reason == "quota-exceeded" }); len(got) < 2 {
 		t.Errorf("want the cut and the refusal logged: %s", dump(evs))
 	}
+}
+
+// TestDenyOverridesPermit: an address in Config.Deny (a fleet's etcd,
+// store and nodes) is refused even inside a permitted range, by name
+// and by Host, while its neighbours in that range stay reachable.
+func TestDenyOverridesPermit(t *testing.T) {
+	var infra netip.Addr
+	f := newFixture(t, fixtureOpts{deny: func(inet *testnet.Internet) []netip.Prefix {
+		infra = inet.ServeHTTP(http.HandlerFunc(hello), "etcd.test")
+		return []netip.Prefix{netip.PrefixFrom(infra, infra.BitLen())}
+	}})
+	if !f.inet.Prefix.Contains(infra) {
+		t.Fatalf("the denied server %s is outside the permitted %s: the test proves nothing", infra, f.inet.Prefix)
+	}
+	f.inet.SetName("etcd.test", infra)
+	api := f.inet.ServeHTTP(http.HandlerFunc(hello), "api.test")
+	f.inet.SetName("api.test", api)
+	sb := f.attach([]string{"api.test", "etcd.test"})
+	if addrs, err := sb.lookup("etcd.test"); err == nil && len(addrs) > 0 {
+		t.Errorf("etcd.test resolved to %v in the sandbox", addrs)
+	}
+	c, err := sb.dial(netip.AddrPortFrom(api, 80).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: etcd.test\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(c); err == nil && len(b) > 0 {
+		t.Errorf("Host etcd.test: got an answer %q", b)
+	}
+	c.Close()
+	if got := find(sb.events(""), func(e *airlock.EgressEvent) bool {
+		return e.Name == "etcd.test" && e.Kind == airlock.EgressConnection && e.Reason == "forbidden-address"
+	}); len(got) != 1 {
+		t.Errorf("want one connection to etcd.test refused for its address: %s", dump(sb.events("")))
+	}
+	// The permitted neighbour answers.
+	c, err = sb.dial(netip.AddrPortFrom(api, 80).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, _ := io.ReadAll(c); !strings.Contains(string(b), "hello from api.test") {
+		t.Errorf("api.test beside the denied address: %q", b)
+	}
+	c.Close()
 }

@@ -63,6 +63,7 @@ func prefixes(ss ...string) []netip.Prefix {
 // may hand out or connect to.
 type addrPolicy struct {
 	permit []netip.Prefix
+	deny   []netip.Prefix // refused before permit is read
 
 	mu         sync.Mutex
 	local      map[netip.Addr]bool // the host's own addresses
@@ -110,6 +111,11 @@ func (p *addrPolicy) forbidden(a netip.Addr) (bool, string) {
 	}
 	if p.isLocal(a) {
 		return true, "address of this host"
+	}
+	for _, d := range p.deny {
+		if d.Contains(a) {
+			return true, "address of the fleet's infrastructure"
+		}
 	}
 	for _, ok := range p.permit {
 		if ok.Contains(a) {

@@ -53,6 +53,9 @@ type Config struct {
 	// never permit loopback, link-local (metadata), multicast or
 	// unspecified addresses.
 	Permit []netip.Prefix
+	// Deny are ranges refused whatever Permit says: in a fleet, the
+	// addresses of etcd, the store and the other nodes.
+	Deny []netip.Prefix
 
 	// QuotaBytes is each sandbox's budget of bytes through the proxy, up
 	// and down together; 1 GiB if zero, unlimited if negative. Over it,
@@ -186,7 +189,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg:      cfg,
 		resolver: res,
-		addrs:    &addrPolicy{permit: cfg.Permit},
+		addrs:    &addrPolicy{permit: cfg.Permit, deny: cfg.Deny},
 		closing:  make(chan struct{}),
 		serveErr: make(chan error, 3),
 		bySrc:    map[netip.Addr]*attachment{},

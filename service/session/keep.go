@@ -650,7 +650,10 @@ func (m *Manager) endPaused(ctx context.Context, s *airlock.Session, reason, det
 }
 
 // reapPaused ends sessions paused for longer than MaxPausedAge, and
-// removes saved sandboxes no paused session has.
+// removes saved sandboxes no paused session has. In a fleet the store
+// holds every node's pauses: a node touches only its own (a session its
+// records hold, or a saved sandbox on its own disk), never another
+// node's records or directories.
 func (m *Manager) reapPaused(ctx context.Context, now time.Time) int {
 	if m.cfg.Keep.Store == nil {
 		return 0
@@ -660,8 +663,22 @@ func (m *Manager) reapPaused(ctx context.Context, now time.Time) int {
 		m.cfg.Logger.Error("list paused sessions", "err", err)
 		return 0
 	}
+	own, err := m.cfg.Sessions.LiveSessions(ctx) // this node's alone
+	if err != nil {
+		m.cfg.Logger.Error("list this node's sessions", "err", err)
+		return 0
+	}
+	mine := make(map[string]bool, len(own))
+	for _, s := range own {
+		mine[s.ID] = true
+	}
 	n := 0
 	for _, p := range pauses {
+		if !mine[p.SessionID] {
+			if _, err := os.Stat(p.Dir); err != nil {
+				continue // another node's, or not ours to judge
+			}
+		}
 		m.keep.mu.Lock()
 		busy := m.keep.resuming[p.SessionID]
 		m.keep.mu.Unlock()

@@ -458,11 +458,18 @@ func TestMemorySnapshot(t *testing.T) {
 }
 
 // A session paused for longer than the node's maximum is ended by the
-// reaper and what was saved of it removed.
+// reaper and what was saved of it removed. The pause of a session that is
+// not this node's, saved on no disk of its own (another node of a
+// fleet's, in the shared store), is left alone, however old.
 func TestPausedTooLong(t *testing.T) {
 	s := newStack(t, func(c *session.Config) { c.Keep.MaxPausedAge = time.Millisecond })
 	ctx := ctxFor(t, 2*time.Minute)
 	c := s.a.c
+	foreign := &airlock.SessionPause{SessionID: "another-nodes-session", TenantID: s.a.tenant.ID,
+		Dir: filepath.Join(t.TempDir(), "on-another-node"), Backend: "gvisor", PausedAt: time.Now().Add(-time.Hour)}
+	if err := s.store.PutPause(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
 	sess := s.create(s.a, airlock.CreateSessionRequest{Image: "base"})
 	if _, err := c.PauseSession(ctx, sess.ID); err != nil {
 		t.Fatal(err)
@@ -476,6 +483,9 @@ func TestPausedTooLong(t *testing.T) {
 	}
 	_, err := c.ResumeSession(ctx, sess.ID)
 	wantProblem(t, "resume after the end", err, 409, "session-ended")
+	if _, err := s.store.Pause(ctx, foreign.TenantID, foreign.SessionID); err != nil {
+		t.Errorf("the reaper removed another node's pause record: %v", err)
+	}
 }
 
 // A resume is admitted like a new session: a paused session holds no
