@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/airlockhq/airlock"
+)
+
+// CreateAPIKey stores k (its hash, never a secret). An empty ID gets a new
+// ULID, a zero CreatedAt the clock's time and an empty Role RoleTenant;
+// all are written back to k. A tenant key needs a tenant and an operator
+// key must have none (EINVALID); an unknown tenant is ENOTFOUND; a hash
+// already stored is ECONFLICT.
+func (db *DB) CreateAPIKey(ctx context.Context, k *airlock.APIKey) error {
+	ctx, done := db.bound(ctx)
+	defer done()
+	role := k.Role
+	if role == "" {
+		role = airlock.RoleTenant
+	}
+	switch {
+	case !role.Valid():
+		return airlock.Errorf(airlock.EINVALID, "unknown key role %q", role)
+	case role == airlock.RoleTenant && k.TenantID == "":
+		return airlock.Errorf(airlock.EINVALID, "api key tenant is required")
+	case role == airlock.RoleAdmin && k.TenantID != "":
+		return airlock.Errorf(airlock.EINVALID, "an admin key belongs to no tenant")
+	case k.Hash == "":
+		return airlock.Errorf(airlock.EINVALID, "api key hash is required")
+	}
+	if err := airlock.ValidateKeyName(k.Name); err != nil {
+		return err
+	}
+	now := db.now()
+	id := k.ID
+	if id == "" {
+		id = db.newID(now)
+	}
+	created := stamp(k.CreatedAt, now)
+	var tenant *string
+	if k.TenantID != "" {
+		tenant = &k.TenantID
+	}
+	_, err := db.pool.Exec(ctx,
+		`INSERT INTO api_keys (id, tenant_id, hash, prefix, created_at, name, role, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, tenant, k.Hash, k.Prefix, nanos(created), k.Name, string(role), nullNanos(k.ExpiresAt))
+	switch {
+	case isForeignKey(err):
+		return tenantNotFound(k.TenantID)
+	case isUnique(err):
+		return airlock.Errorf(airlock.ECONFLICT, "api key exists")
+	case err != nil:
+		return wrap(ctx, "create api key", err)
+	}
+	k.ID, k.CreatedAt, k.Role = id, created, role
+	return nil
+}
+
+const keyColumns = `id, coalesce(tenant_id, ''), name, role, hash, prefix, created_at, expires_at, revoked_at, last_used_at`
+
+func scanKey(row scanner) (*airlock.APIKey, error) {
+	var k airlock.APIKey
+	var created int64
+	var expires, revoked, used *int64
+	if err := row.Scan(&k.ID, &k.TenantID, &k.Name, &k.Role, &k.Hash, &k.Prefix, &created, &expires, &revoked, &used); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = fromNanos(created)
+	k.ExpiresAt, k.RevokedAt, k.LastUsedAt = fromNullNanos(expires), fromNullNanos(revoked), fromNullNanos(used)
+	return &k, nil
+}
+
+func (db *DB) queryKey(ctx context.Context, what, where string, arg any) (*airlock.APIKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE `+where, arg))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w", what, airlock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap(ctx, "get api key", err)
+	}
+	return k, nil
+}
+
+// APIKeyByHash returns the key with the hash, whatever its state.
+func (db *DB) APIKeyByHash(ctx context.Context, hash string) (*airlock.APIKey, error) {
+	// The hash is a credential's digest: keep it out of the message.
+	return db.queryKey(ctx, "api key", `hash = $1`, hash)
+}
+
+// APIKey returns the key with the ID, whatever its state.
+func (db *DB) APIKey(ctx context.Context, id string) (*airlock.APIKey, error) {
+	return db.queryKey(ctx, fmt.Sprintf("api key %q", id), `id = $1`, id)
+}
+
+// ListAPIKeys returns the keys of one tenant, or the operator's keys
+// (Role RoleAdmin, no tenant), oldest first.
+func (db *DB) ListAPIKeys(ctx context.Context, f airlock.KeyFilter) ([]*airlock.APIKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	q := `SELECT ` + keyColumns + ` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id`
+	arg := f.TenantID
+	if f.TenantID == "" {
+		if f.Role != airlock.RoleAdmin {
+			return nil, airlock.Errorf(airlock.EINVALID, "list keys: a tenant or the admin role is required")
+		}
+		q = `SELECT ` + keyColumns + ` FROM api_keys WHERE role = $1 ORDER BY created_at, id`
+		arg = string(airlock.RoleAdmin)
+	}
+	rows, err := db.pool.Query(ctx, q, arg)
+	if err != nil {
+		return nil, wrap(ctx, "list api keys", err)
+	}
+	defer rows.Close()
+	keys := []*airlock.APIKey{}
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, wrap(ctx, "list api keys", err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, wrap(ctx, "list api keys", rows.Err())
+}
+
+// RevokeAPIKey marks the key revoked now (a revoked key keeps its first
+// time) and returns it.
+func (db *DB) RevokeAPIKey(ctx context.Context, id string) (*airlock.APIKey, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	if _, err := db.pool.Exec(ctx,
+		`UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, nanos(db.now()), id); err != nil {
+		return nil, wrap(ctx, "revoke api key", err)
+	}
+	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("api key %q: %w", id, airlock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap(ctx, "revoke api key", err)
+	}
+	return k, nil
+}
+
+// TouchAPIKey records the key's last use (never moving it back).
+func (db *DB) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	ctx, done := db.bound(ctx)
+	defer done()
+	_, err := db.pool.Exec(ctx,
+		`UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`,
+		nanos(at), id)
+	return wrap(ctx, "touch api key", err)
+}
