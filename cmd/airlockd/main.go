@@ -371,6 +371,9 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err := bootstrapTenant(ctx, store, o.stateDir, logger); err != nil {
 		return err
 	}
+	if err := bootstrapAdmin(ctx, store, o.stateDir, logger); err != nil {
+		return err
+	}
 	signingKey, err := o.blobs.signingKey(o.stateDir)
 	if err != nil {
 		return err
@@ -403,6 +406,9 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		PublicURL:    o.api.publicURL,
 		Sessions:     watched,
 		Usage:        quotas,
+		Admin:        store,
+		Audit:        store,
+		QuotaNames:   quotaNames(),
 		Keep:         sessions,
 		SigningKey:   signingKey,
 		MaxTimeout:   o.maxTimeout,

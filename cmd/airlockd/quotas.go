@@ -62,3 +62,12 @@ func newQuotas(ctx context.Context, o quotaOptions, maxPerTenant int, stateDir s
 	logger.Info("tenant quotas", "defaults", defaults.String())
 	return l, nil
 }
+
+// quotaNames are the quotas the admin API may override for a tenant.
+func quotaNames() []string {
+	var out []string
+	for _, k := range quota.Keys() {
+		out = append(out, string(k))
+	}
+	return out
+}

@@ -28,6 +28,9 @@ type metaStore interface {
 	airlock.QuotaStore
 	airlock.AbuseStore
 	airlock.KeepStore
+	airlock.AuditStore
+	airlock.BrokerGrantStore
+	airlock.TenantDeleter
 	seal.KeyStore
 	fleet.Store
 }

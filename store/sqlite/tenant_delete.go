@@ -16,4 +16,3 @@ func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 	}
 	return nil
 }
-
