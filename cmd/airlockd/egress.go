@@ -103,7 +103,7 @@ func splitList(s string) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
+func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, grants broker.Grants, tenants egress.TenantMeter, secrets *secretscan.Known, logger *slog.Logger) (*egress.Service, error) {
 	if o.disabled {
 		if len(o.allow) > 0 || o.brokerConfig != "" {
 			return nil, fmt.Errorf("--network-allow and --broker-config need egress (drop --no-egress)")
@@ -154,6 +154,7 @@ func startEgress(o egressOptions, stateDir string, audit airlock.EgressStore, te
 		}
 		cfg := broker.Config{
 			Scopes: scopes,
+			Grants: grants,
 			// The broker records through the egress service made below.
 			Record: func(ev *airlock.EgressEvent) { svc.Record(ev) },
 			Logger: logger,

@@ -242,7 +242,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if monitor != nil {
 		defer monitor.Close()
 	}
-	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), quotas, secrets, logger)
+	eg, err := startEgress(o.egress, o.stateDir, egressStoreOf(monitor, store), store, quotas, secrets, logger)
 	if err != nil {
 		return err
 	}
