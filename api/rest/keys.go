@@ -12,6 +12,10 @@ import (
 type createKeyRequest struct {
 	Name      string     `json:"name"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Format is "airlock" (alk_..., the default) or "e2b" (e2b_ and 40
+	// hex digits, for E2B SDKs that check the format); both work on
+	// every API.
+	Format string `json:"format,omitempty"`
 }
 
 // createdKey is the answer to a key's creation: the key's record and its
@@ -35,7 +39,15 @@ func (s *Server) makeKey(r *http.Request, tenantID string, role airlock.Role, re
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(s.cfg.Now()) {
 		return nil, errorf(airlock.EINVALID, "invalid-expiry", "expires_at must be in the future")
 	}
-	secret, k := airlock.NewAPIKey(tenantID, "", s.cfg.Now())
+	newKey := airlock.NewAPIKey
+	switch req.Format {
+	case "", "airlock":
+	case "e2b":
+		newKey = airlock.NewE2BAPIKey
+	default:
+		return nil, errorf(airlock.EINVALID, "invalid-key-format", "format must be airlock or e2b")
+	}
+	secret, k := newKey(tenantID, "", s.cfg.Now())
 	k.Name, k.Role = req.Name, role
 	if req.ExpiresAt != nil {
 		t := req.ExpiresAt.UTC()
