@@ -286,3 +286,9 @@ func printRaw(w io.Writer, b []byte) error {
 }
 
 func pathEscape(s string) string { return url.PathEscape(s) }
+
+// deprecated points the user of an old local admin command at its
+// replacement, which works through the API on any node and any store.
+func deprecated(std stdio, old, replacement string) {
+	fmt.Fprintf(std.err, "airlock %s is deprecated: it opens this node's SQLite store directly and does nothing for a PostgreSQL fleet; use '%s', which calls the admin API\n", old, replacement)
+}
