@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,9 +45,18 @@ func TestPythonSDK(t *testing.T) {
 	var daemons []*daemon
 	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
 	bin := buildAirlockd(t, tmp)
+	// A master key, so the SDK's snapshot, pause and resume calls run
+	// for real.
+	masterKey := filepath.Join(tmp, "master.key")
+	var mk [32]byte
+	rand.Read(mk[:])
+	if err := os.WriteFile(masterKey, []byte(hex.EncodeToString(mk[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1"})
+		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1",
+		"--master-key-file", masterKey})
 	daemons = append(daemons, d)
 	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
 	if err != nil {

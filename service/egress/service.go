@@ -282,19 +282,20 @@ func (s *Service) Close(ctx context.Context) error {
 
 func (s *Service) closeListeners() {
 	s.proxyLn.Close()
+	// Shutdown fails when the server has not activated yet (Close right
+	// after Start), and ActivateAndServe would then serve forever: closing
+	// the socket as well ends it either way.
 	if s.dnsUDP != nil {
 		if s.started {
 			s.dnsUDP.Shutdown()
-		} else {
-			s.dnsUDP.PacketConn.Close()
 		}
+		s.dnsUDP.PacketConn.Close()
 	}
 	if s.dnsTCP != nil {
 		if s.started {
 			s.dnsTCP.Shutdown()
-		} else {
-			s.dnsTCP.Listener.Close()
 		}
+		s.dnsTCP.Listener.Close()
 	}
 }
 

@@ -131,6 +131,76 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(airlock.Conflict):
             airlock.Session(self.al, final).exec("true")
 
+    def test_paging_usage_and_events(self):
+        ids = [self.al.run(f"echo {i}", language="bash").execution_id for i in range(3)]
+        page = self.al.executions(limit=1)
+        self.assertEqual(len(page), 1)
+        self.assertTrue(page.next_cursor)
+        seen = []
+        for e in self.al.iter_executions(page_size=1):
+            seen.append(e.execution_id)
+            if set(ids) <= set(seen):
+                break
+        self.assertTrue(set(ids) <= set(seen), (ids, seen))
+        self.assertEqual(len(seen), len(set(seen)), "an execution came twice")
+        # Newest first.
+        self.assertEqual([x for x in seen if x in ids], list(reversed(ids)))
+        u = self.al.usage()
+        self.assertTrue(u.quotas)
+        self.assertIsNotNone(u.quota("sessions"))
+        self.assertIsInstance(list(self.al.iter_events()), list)
+
+    def test_retry_after_with_a_real_quota(self):
+        first = self.al.session(image="base")
+        waits = []
+
+        def wait(seconds):
+            # The server's Retry-After, then the slot frees up.
+            waits.append(seconds)
+            first.close()
+
+        al = airlock.Airlock(URL, KEY, retries=1, max_retry_wait=600)
+        al._sleep = wait
+        with al.session(image="base") as second:
+            self.assertNotEqual(second.id, first.id)
+        self.assertEqual(len(waits), 1)
+        self.assertGreater(waits[0], 0)
+
+    def test_snapshot_pause_resume(self):
+        with self.al.session(image="python-ds", timeout_s=300) as s:
+            s.files.write("keep.txt", "kept")
+            ctx = s.context("python")
+            ctx.run("x = 41")
+            self.assertEqual(s.pause().state, "paused")
+            self.assertEqual(s.resume().state, "ready")
+            self.assertEqual(ctx.run("x + 1").value, "42")
+            s.extend(200)
+            self.assertEqual([c.context_id for c in s.contexts()], [ctx.id])
+            snap = s.snapshot("py-sdk")
+            self.assertEqual(self.al.get_snapshot(snap.snapshot_id).name, "py-sdk")
+            self.assertIn(snap.snapshot_id, [x.snapshot_id for x in self.al.iter_snapshots()])
+            self.assertEqual([e.kind for e in s.egress()], [])
+        with self.al.session(from_snapshot=snap.snapshot_id) as again:
+            self.assertEqual(again.files.read_text("keep.txt"), "kept")
+        self.al.delete_snapshot(snap.snapshot_id)
+        with self.assertRaises(airlock.NotFound):
+            self.al.get_snapshot(snap.snapshot_id)
+
+    def test_async_client(self):
+        import asyncio
+
+        async def main():
+            async with airlock.AsyncAirlock(URL, KEY) as al:
+                runs = await asyncio.gather(*(al.run(f"echo {i}", language="bash") for i in range(3)))
+                async with await al.session(image="base") as s:
+                    await s.files.write("a.txt", "hi")
+                    r = await s.exec("cat a.txt")
+                return [x.stdout for x in runs], r.stdout
+
+        outs, cat = asyncio.run(main())
+        self.assertEqual(sorted(outs), ["0\n", "1\n", "2\n"])
+        self.assertEqual(cat, "hi")
+
 
 if __name__ == "__main__":
     unittest.main()

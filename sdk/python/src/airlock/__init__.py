@@ -14,17 +14,20 @@
 Only the standard library is used.
 """
 
-from .client import Airlock, Context, Files, Session
+from ._version import __version__
+from .aio import AsyncAirlock, AsyncSession
+from .client import Airlock, Context, Files, Page, Session
 from .errors import (AirlockError, BadRequest, Conflict, Forbidden, NotFound, NotSupported,
                      QuotaExceeded, ServerError, TooLarge, TransportError, Unauthorized,
                      Unavailable, Unprocessable)
-from .models import Artifact, CellError, CellResult, Execution, FileEntry, SessionInfo
+from .models import (AbuseEvent, Artifact, CellError, CellResult, CodeContext, EgressEvent, Execution,
+                     FileEntry, QuotaUsage, SessionInfo, Snapshot, Usage)
 
-__version__ = "0.1.0"
 
 __all__ = [
-    "Airlock", "Session", "Files", "Context",
+    "__version__", "Airlock", "AsyncAirlock", "AsyncSession", "Session", "Files", "Context", "Page",
     "Execution", "Artifact", "SessionInfo", "FileEntry", "CellResult", "CellError",
+    "Snapshot", "Usage", "QuotaUsage", "AbuseEvent", "EgressEvent", "CodeContext",
     "AirlockError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "TooLarge", "Unprocessable", "QuotaExceeded", "ServerError", "NotSupported",
     "Unavailable", "TransportError",

@@ -5,25 +5,47 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import sse
-from .errors import TooLarge, TransportError, from_problem
-from .models import Artifact, CellResult, Execution, FileEntry, SessionInfo
+from ._version import __version__
+from .errors import AirlockError, TooLarge, TransportError, from_problem
+from .models import (AbuseEvent, Artifact, CellResult, CodeContext, EgressEvent, Execution, FileEntry,
+                     SessionInfo, Snapshot, Usage)
 
-__all__ = ["Airlock", "Session", "Files", "Context"]
+__all__ = ["Airlock", "Session", "Files", "Context", "Page"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 MAX_JSON = 64 << 20
 MAX_PROBLEM = 64 << 10
 MAX_READ = 64 << 20  # the most Files.read holds in memory unless told otherwise
 COPY_CHUNK = 1 << 20
-USER_AGENT = "airlock-python/0.1"
+USER_AGENT = "airlock-python/" + __version__
+# Statuses that say the server did not do the request and a later try may
+# work: over a quota or rate (429), busy or starting (503).
+RETRY_STATUSES = (429, 503)
+# Methods that are safe to send again after the connection broke, when the
+# server may or may not have seen them.
+IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE")
+
+T = TypeVar("T")
 
 OutputCallback = Callable[[str], Any]
+
+
+class Page(List[T]):
+    """One page of a listing: a list, plus ``next_cursor``, the cursor of
+    the next page ("" on the last). The ``iter_*`` methods follow it for
+    you."""
+
+    def __init__(self, items: Sequence[T] = (), next_cursor: str = "") -> None:
+        super().__init__(items)
+        self.next_cursor = next_cursor
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -49,7 +71,8 @@ class Airlock:
     """
 
     def __init__(self, url: Optional[str] = None, key: Optional[str] = None, *,
-                 timeout: float = 120.0, agent_id: Optional[str] = None) -> None:
+                 timeout: float = 120.0, agent_id: Optional[str] = None,
+                 retries: int = 0, max_retry_wait: float = 60.0) -> None:
         url = url or os.environ.get("AIRLOCK_URL") or DEFAULT_URL
         key = key if key is not None else os.environ.get("AIRLOCK_API_KEY", "")
         u = urllib.parse.urlsplit(url)
@@ -65,6 +88,15 @@ class Airlock:
         self.key = key
         self.timeout = timeout
         self.agent_id = agent_id
+        if retries < 0 or max_retry_wait < 0:
+            raise ValueError("retries and max_retry_wait must not be negative")
+        # Opt-in retries: a 429 or 503 (the server did not do the request)
+        # is tried again after the Retry-After it names, or a growing
+        # back-off when it names none, at most max_retry_wait seconds a
+        # wait; a broken connection only for idempotent methods.
+        self.retries = retries
+        self.max_retry_wait = max_retry_wait
+        self._sleep: Callable[[float], Any] = time.sleep
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     def __enter__(self) -> "Airlock":
@@ -81,7 +113,34 @@ class Airlock:
 
     # ---- HTTP ----
 
-    def _request(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
+    def _request(self, method: str, path: str, **kw: Any):
+        body = kw.get("body")
+        # A stream can be sent once only.
+        replayable = body is None or isinstance(body, (bytes, bytearray))
+        attempt = 0
+        while True:
+            try:
+                return self._request_once(method, path, **kw)
+            except AirlockError as e:
+                if attempt >= self.retries or not replayable:
+                    raise
+                if e.status in RETRY_STATUSES:
+                    wait = e.retry_after if e.retry_after is not None else self._backoff(attempt)
+                elif e.status == 0 and method in IDEMPOTENT and isinstance(e, TransportError):
+                    wait = self._backoff(attempt)
+                else:
+                    raise
+                if wait > self.max_retry_wait:
+                    raise
+                attempt += 1
+                self._sleep(wait)
+
+    @staticmethod
+    def _backoff(attempt: int) -> float:
+        """0.5 s, 1 s, 2 s, ... up to 30 s, with jitter."""
+        return min(30.0, 0.5 * (2 ** attempt)) * (0.5 + random.random() / 2)
+
+    def _request_once(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
                  body: Union[bytes, IO[bytes], None] = None, json_body: Any = None,
                  headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
                  accept: str = "application/json, application/problem+json", length: Optional[int] = None):
@@ -192,10 +251,74 @@ class Airlock:
         """One execution record of this key's tenant."""
         return Execution.from_json(self._json("GET", "v1/executions/" + _seg(execution_id)), self)
 
-    def executions(self, limit: int = 50, before: Optional[str] = None) -> List[Execution]:
-        """The tenant's latest executions, newest first."""
-        d = self._json("GET", "v1/executions", query={"limit": limit, "before": before})
-        return [Execution.from_json(e, self) for e in d.get("executions") or [] if isinstance(e, dict)]
+    def executions(self, limit: int = 50, before: Optional[str] = None) -> "Page[Execution]":
+        """One page of the tenant's executions, newest first; pass its
+        ``next_cursor`` as ``before`` for the next (or use
+        ``iter_executions``)."""
+        return self._page("v1/executions", "executions", {"limit": limit, "before": before},
+                          lambda e: Execution.from_json(e, self))
+
+    def iter_executions(self, page_size: int = 100) -> Iterator[Execution]:
+        """Every execution of the tenant, newest first, a page at a time."""
+        return self._iter(lambda cur: self.executions(page_size, cur))
+
+    def execution_egress(self, execution_id: str, limit: int = 100,
+                         before: Optional[str] = None) -> "Page[EgressEvent]":
+        """The network connections and lookups of one execution."""
+        return self._page(f"v1/executions/{_seg(execution_id)}/egress", "events",
+                          {"limit": limit, "before": before}, EgressEvent.from_json)
+
+    def usage(self) -> Usage:
+        """The tenant's quotas and what is used of them now."""
+        return Usage.from_json(self._json("GET", "v1/usage"))
+
+    def events(self, limit: int = 50, before: Optional[str] = None) -> "Page[AbuseEvent]":
+        """One page of the tenant's abuse events, newest first."""
+        return self._page("v1/events", "events", {"limit": limit, "before": before}, AbuseEvent.from_json)
+
+    def iter_events(self, page_size: int = 100) -> Iterator[AbuseEvent]:
+        """Every abuse event of the tenant, newest first."""
+        return self._iter(lambda cur: self.events(page_size, cur))
+
+    # ---- snapshots ----
+
+    def snapshots(self, limit: int = 50, before: Optional[str] = None) -> "Page[Snapshot]":
+        """One page of the tenant's snapshots, newest first."""
+        return self._page("v1/snapshots", "snapshots", {"limit": limit, "before": before}, Snapshot.from_json)
+
+    def iter_snapshots(self, page_size: int = 100) -> Iterator[Snapshot]:
+        """Every snapshot of the tenant, newest first."""
+        return self._iter(lambda cur: self.snapshots(page_size, cur))
+
+    def get_snapshot(self, snapshot_id: str) -> Snapshot:
+        """One snapshot's record."""
+        return Snapshot.from_json(self._json("GET", "v1/snapshots/" + _seg(snapshot_id)))
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Deletes a snapshot (its sealed blob too)."""
+        with self._request("DELETE", "v1/snapshots/" + _seg(snapshot_id)):
+            pass
+
+    # ---- paging ----
+
+    def _page(self, path: str, member: str, query: Dict[str, Any],
+              make: Callable[[Dict[str, Any]], T]) -> "Page[T]":
+        d = self._json("GET", path, query=query)
+        cursor = d.get("next_cursor")
+        return Page([make(x) for x in d.get(member) or [] if isinstance(x, dict)],
+                    cursor if isinstance(cursor, str) else "")
+
+    @staticmethod
+    def _iter(fetch: Callable[[Optional[str]], "Page[T]"]) -> Iterator[T]:
+        cursor: Optional[str] = None
+        seen = set()
+        while True:
+            page = fetch(cursor)
+            yield from page
+            if not page.next_cursor or page.next_cursor in seen:
+                return  # the last page, or a server that repeats a cursor
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
 
     def _artifact_bytes(self, a: Artifact) -> bytes:
         with self._request("GET", "v1/artifacts/" + _seg(a.id), accept="*/*") as resp:
@@ -224,7 +347,8 @@ class Airlock:
     def session(self, image: Optional[str] = None, *, size: Optional[str] = None,
                 timeout_s: Optional[int] = None, idle_timeout_s: Optional[int] = None,
                 network: Optional[Dict[str, Any]] = None, broker_scopes: Optional[Sequence[str]] = None,
-                isolation: Optional[str] = None, idempotency_key: Optional[str] = None) -> "Session":
+                isolation: Optional[str] = None, idempotency_key: Optional[str] = None,
+                from_snapshot: Optional[str] = None) -> "Session":
         """Creates a session: one sandbox for many calls, returned as a
         ``Session``. Use it in a ``with`` block, which deletes it at the end
         (also when the block raises); else call ``close()``::
@@ -233,11 +357,13 @@ class Airlock:
                 s.exec("python3 -V")
 
         With ``idempotency_key``, a retry with the same key and arguments gets
-        the same session instead of a second one.
+        the same session instead of a second one. With ``from_snapshot`` (a
+        snapshot ID), the session starts from that snapshot.
         """
         body: Dict[str, Any] = {}
         for k, v in (("image", image), ("size", size), ("timeout_s", timeout_s),
-                     ("idle_timeout_s", idle_timeout_s), ("network", network), ("isolation", isolation)):
+                     ("idle_timeout_s", idle_timeout_s), ("network", network), ("isolation", isolation),
+                     ("from_snapshot", from_snapshot)):
             if v is not None:
                 body[k] = v
         if broker_scopes:
@@ -255,10 +381,15 @@ class Airlock:
         """A session's record."""
         return SessionInfo.from_json(self._json("GET", "v1/sessions/" + _seg(session_id)))
 
-    def sessions(self, live: bool = True, limit: int = 50) -> List[SessionInfo]:
-        """The tenant's sessions' records, newest first."""
-        d = self._json("GET", "v1/sessions", query={"state": "live" if live else "all", "limit": limit})
-        return [SessionInfo.from_json(s) for s in d.get("sessions") or [] if isinstance(s, dict)]
+    def sessions(self, live: bool = True, limit: int = 50, before: Optional[str] = None) -> "Page[SessionInfo]":
+        """One page of the tenant's sessions' records, newest first."""
+        return self._page("v1/sessions", "sessions",
+                          {"state": "live" if live else "all", "limit": limit, "before": before},
+                          SessionInfo.from_json)
+
+    def iter_sessions(self, live: bool = True, page_size: int = 100) -> Iterator[SessionInfo]:
+        """Every session record of the tenant (live ones, or all), newest first."""
+        return self._iter(lambda cur: self.sessions(live, page_size, cur))
 
 
 class Session:
@@ -328,6 +459,75 @@ class Session:
         if on_stdout is None and on_stderr is None:
             return Execution.from_json(self._c._json("POST", path, json_body=body, timeout=wait), self._c)
         return Execution.from_json(self._c._stream(path, body, "exit", wait, on_stdout, on_stderr), self._c)
+
+    def signal(self, pid: int, signal: Union[int, str] = 15) -> None:
+        """Sends a signal to a running exec of the session (its ``pid`` as
+        the session's record lists it)."""
+        with self._c._request("POST", f"v1/sessions/{_seg(self.id)}/exec/{int(pid)}/signal",
+                              json_body={"signal": signal}):
+            pass
+
+    def extend(self, timeout_s: int) -> SessionInfo:
+        """Sets the session's time left to ``timeout_s`` seconds from now."""
+        self.info = SessionInfo.from_json(self._c._json("POST", f"v1/sessions/{_seg(self.id)}/timeout",
+                                                        json_body={"timeout_s": timeout_s}))
+        return self.info
+
+    def set_network(self, mode: str, allow: Optional[Sequence[str]] = None) -> SessionInfo:
+        """Changes the session's network policy (``none`` or ``allowlist``
+        with ``allow`` hosts) for its next connections."""
+        body: Dict[str, Any] = {"mode": mode}
+        if allow is not None:
+            body["allow"] = list(allow)
+        self.info = SessionInfo.from_json(self._c._json("PUT", f"v1/sessions/{_seg(self.id)}/network",
+                                                        json_body=body))
+        return self.info
+
+    def egress(self, limit: int = 100, before: Optional[str] = None, *, kind: Optional[str] = None,
+               verdict: Optional[str] = None) -> "Page[EgressEvent]":
+        """One page of the session's egress log, newest first."""
+        return self._c._page(f"v1/sessions/{_seg(self.id)}/egress", "events",
+                             {"limit": limit, "before": before, "kind": kind, "verdict": verdict},
+                             EgressEvent.from_json)
+
+    def snapshot(self, name: Optional[str] = None, *, include_memory: bool = False) -> Snapshot:
+        """Saves the session (its files; its memory too when asked) as a
+        sealed snapshot, and returns it. The session goes on."""
+        body: Dict[str, Any] = {}
+        if name:
+            body["name"] = name
+        if include_memory:
+            body["include_memory"] = True
+        return Snapshot.from_json(self._c._json("POST", f"v1/sessions/{_seg(self.id)}/snapshots",
+                                                json_body=body, timeout=self._c.timeout + 600))
+
+    def pause(self) -> SessionInfo:
+        """Pauses the session: its sandbox is saved and its CPU and memory
+        freed until ``resume``."""
+        self.info = SessionInfo.from_json(self._c._json("POST", f"v1/sessions/{_seg(self.id)}/pause",
+                                                        timeout=self._c.timeout + 600))
+        return self.info
+
+    def resume(self) -> SessionInfo:
+        """Resumes a paused session where it was."""
+        self.info = SessionInfo.from_json(self._c._json("POST", f"v1/sessions/{_seg(self.id)}/resume",
+                                                        timeout=self._c.timeout + 600))
+        return self.info
+
+    def fork(self, count: int = 1, *, include_memory: bool = False) -> List["Session"]:
+        """New sessions that start as copies of this one (its files; its
+        memory too when asked). Each is a ``Session`` to close."""
+        body: Dict[str, Any] = {"count": count}
+        if include_memory:
+            body["include_memory"] = True
+        d = self._c._json("POST", f"v1/sessions/{_seg(self.id)}/fork", json_body=body,
+                          timeout=self._c.timeout + 600)
+        return [Session(self._c, SessionInfo.from_json(x)) for x in d.get("sessions") or [] if isinstance(x, dict)]
+
+    def contexts(self) -> List[CodeContext]:
+        """The session's persistent interpreters."""
+        d = self._c._json("GET", f"v1/sessions/{_seg(self.id)}/contexts")
+        return [CodeContext.from_json(x) for x in d.get("contexts") or [] if isinstance(x, dict)]
 
     def context(self, language: str = "python") -> "Context":
         """Starts a persistent interpreter (``python`` or ``node``) in the session."""

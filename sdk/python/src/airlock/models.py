@@ -177,3 +177,117 @@ class CellResult:
     def html(self) -> List[str]:
         """The HTML forms of values that have one (a pandas DataFrame)."""
         return [o.get("data", "") for o in self.outputs if o.get("type") == "text/html"]
+
+
+@dataclass
+class Snapshot:
+    """A saved session: its files, and its memory when asked for
+    (``kind`` is ``files`` or ``memory``). Start a session from one with
+    ``Airlock.session(from_snapshot=...)``."""
+    snapshot_id: str
+    session_id: str
+    name: str
+    kind: str
+    image: str
+    size_bytes: int
+    sha256: str
+    created_at: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
+        size = _i(d, "size_bytes") or _i(d, "bytes")
+        return cls(_s(d, "snapshot_id"), _s(d, "session_id"), _s(d, "name"), _s(d, "kind"),
+                   _s(d, "image"), size, _s(d, "sha256"), _s(d, "created_at"), d)
+
+
+@dataclass
+class QuotaUsage:
+    """One quota of the tenant: its limit, what is used and what is left
+    in its window (``limit`` 0 is no limit)."""
+    quota: str
+    unit: str
+    window: str
+    limit: int
+    used: int
+    remaining: int
+    resets_at: str = ""
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "QuotaUsage":
+        return cls(_s(d, "quota"), _s(d, "unit"), _s(d, "window"), _i(d, "limit"), _i(d, "used"),
+                   _i(d, "remaining"), _s(d, "resets_at"), d)
+
+
+@dataclass
+class Usage:
+    """The tenant's quotas now, as ``GET /v1/usage`` says."""
+    tenant_id: str
+    at: str
+    quotas: List[QuotaUsage]
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Usage":
+        qs = [QuotaUsage.from_json(q) for q in d.get("quotas") or [] if isinstance(q, dict)]
+        return cls(_s(d, "tenant_id"), _s(d, "at"), qs, d)
+
+    def quota(self, name: str) -> Optional[QuotaUsage]:
+        """The quota of that name, if the tenant has it."""
+        for q in self.quotas:
+            if q.quota == name:
+                return q
+        return None
+
+
+@dataclass
+class AbuseEvent:
+    """What abuse detection saw and did (``action``: killed, quarantined, ...)."""
+    event_id: str
+    session_id: str
+    execution_id: str
+    detector: str
+    summary: str
+    action: str
+    at: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "AbuseEvent":
+        return cls(_s(d, "event_id") or _s(d, "id"), _s(d, "session_id"), _s(d, "execution_id"),
+                   _s(d, "detector"), _s(d, "summary"), _s(d, "action"), _s(d, "at") or _s(d, "time"), d)
+
+
+@dataclass
+class EgressEvent:
+    """One connection or lookup of a sandbox, with the proxy's verdict."""
+    seq: int
+    kind: str
+    name: str
+    port: int
+    verdict: str
+    reason: str
+    bytes_up: int
+    bytes_down: int
+    at: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "EgressEvent":
+        return cls(_i(d, "seq"), _s(d, "kind"), _s(d, "name"), _i(d, "port"), _s(d, "verdict"),
+                   _s(d, "reason"), _i(d, "bytes_up"), _i(d, "bytes_down"), _s(d, "at") or _s(d, "time"), d)
+
+
+@dataclass
+class CodeContext:
+    """A persistent interpreter's record (``state``: idle, busy, dead)."""
+    context_id: str
+    language: str
+    state: str
+    runs: int
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeContext":
+        return cls(_s(d, "context_id"), _s(d, "language"), _s(d, "state"), _i(d, "runs"), d)
