@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/seal"
+	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/postgres"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
@@ -170,10 +171,7 @@ type adminStore interface {
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 }
 
-var (
-	_ adminStore = (*sqlite.DB)(nil)
-	_ adminStore = (*postgres.DB)(nil)
-)
+var _ adminStore = (*store.DB)(nil) // on SQLite and on PostgreSQL
 
 // envStore names the PostgreSQL database of nodes run with --store, as
 // airlockd reads it: the commands then work on it instead of a state

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/seal"
+	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/postgres"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
@@ -19,7 +20,7 @@ import (
 // metaStore is what airlockd's parts take of the metadata store, each
 // the interface of its own (the API the Store, the sessions the
 // SessionStore, the quotas the QuotaStore, ...): the union of them. The
-// SQLite and the PostgreSQL stores are both one.
+// one SQL store (package store) is one, on SQLite and on PostgreSQL.
 type metaStore interface {
 	airlock.Store
 	airlock.SessionStore
@@ -35,10 +36,7 @@ type metaStore interface {
 	fleet.Store
 }
 
-var (
-	_ metaStore = (*sqlite.DB)(nil)
-	_ metaStore = (*postgres.DB)(nil)
-)
+var _ metaStore = (*store.DB)(nil)
 
 // storeOptions say which metadata store the node uses.
 type storeOptions struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
+	"github.com/airlockhq/airlock/store/migrations"
 	"github.com/airlockhq/airlock/store/postgres"
 )
 
@@ -66,18 +67,23 @@ func rawConn(t *testing.T, dsn string) *pgx.Conn {
 // is recorded once however many times (and by however many nodes at
 // once) the store is opened.
 func TestMigrationsOnceAcrossNodes(t *testing.T) {
-	ours, _ := filepath.Glob("migrations/*.sql")
-	theirs, _ := filepath.Glob("../sqlite/migrations/*.sql")
-	version := func(paths []string) []string {
-		var vs []string
-		for _, p := range paths {
-			v, _, _ := strings.Cut(filepath.Base(p), "_")
-			vs = append(vs, v)
+	ours, err := migrations.For("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := migrations.For("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func(ms []migrations.Migration) []int {
+		var vs []int
+		for _, m := range ms {
+			vs = append(vs, m.Version)
 		}
 		return vs
 	}
 	if len(ours) == 0 || !slices.Equal(version(ours), version(theirs)) {
-		t.Fatalf("migration versions %v, the SQLite store's %v: they must match", version(ours), version(theirs))
+		t.Fatalf("migration versions %v, SQLite's %v: they must match", version(ours), version(theirs))
 	}
 
 	dsn := testpg.NewDatabase(t)
@@ -112,8 +118,8 @@ func TestMigrationsOnceAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, p := range ours {
-		want = append(want, filepath.Base(p))
+	for _, m := range ours {
+		want = append(want, m.Name)
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("schema_migrations %v, want %v", names, want)

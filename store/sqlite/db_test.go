@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store/migrations"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
 
@@ -83,9 +84,12 @@ func TestOpenMigrationsIdempotent(t *testing.T) {
 	if err := raw.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	migrations, _ := filepath.Glob("migrations/*.sql")
-	if applied != len(migrations) || applied == 0 {
-		t.Errorf("schema_migrations has %d rows, want %d", applied, len(migrations))
+	ms, err := migrations.For("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(ms) || applied == 0 {
+		t.Errorf("schema_migrations has %d rows, want %d", applied, len(ms))
 	}
 	var mode string
 	if err := raw.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {

@@ -1,13 +1,12 @@
-// Package sqlite implements airlock.Store on an embedded SQLite database
-// (modernc.org/sqlite, pure Go, no cgo): the default store of a single-node
-// Airlock.
+// Package sqlite opens the store (package store) on an embedded SQLite
+// database (modernc.org/sqlite, pure Go, no cgo): the default store of a
+// single-node Airlock. It holds SQLite's Dialect and its Config and
+// Open; the queries and migrations are package store's.
 //
-// It owns the database file, its schema and the embedded migrations in
-// migrations/ (numbered NNNN_name.sql, applied in order, each in its own
-// transaction and recorded in schema_migrations). The file is opened in WAL
-// mode with foreign keys on and synchronous=NORMAL; writes go through a
-// single connection, reads through a separate pool, so a long write never
-// blocks a read. Times are stored as UTC nanoseconds since the Unix epoch.
+// The file is opened in WAL mode with foreign keys on and
+// synchronous=NORMAL; writes go through a single connection (each
+// transaction BEGIN IMMEDIATE), reads through a separate pool, so a long
+// write never blocks a read.
 //
 // A store that cannot serve for now is not an internal error: a lock held
 // past the busy timeout by another connection or process (SQLITE_BUSY,
@@ -16,11 +15,6 @@
 // EUNAVAILABLE "store-unavailable"; both carry a RetryAfter (a 503 with
 // Retry-After at the API) and keep the driver's error for the log.
 //
-// Every query that reads a tenant's execution or artifact is keyed by the
-// tenant as well as the ID: another tenant's row is ErrNotFound.
-//
-// It keeps metadata only: artifact bytes belong to an airlock.Blobs (see
-// blobdir), and API key secrets are never stored, only their hashes. It must
-// not import any other implementation package, nor be imported by the
-// domain package.
+// It must not import any other implementation package, nor be imported by
+// the domain package.
 package sqlite

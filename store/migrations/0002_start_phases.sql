@@ -1,0 +1,3 @@
+-- How each execution's sandbox was obtained and the time of each phase.
+ALTER TABLE executions ADD COLUMN start_source TEXT NOT NULL DEFAULT '';
+ALTER TABLE executions ADD COLUMN phases {{json}} NOT NULL DEFAULT '{}';
