@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Error codes. Each maps to one HTTP status and one stable problem type in
-// the httpapi package; the client maps them back.
+// Error codes. Each maps to one HTTP status (the table is in
+// internal/problem, used by the servers and the client alike) and to a
+// stable problem type.
 const (
 	ECONFLICT       = "conflict"
 	EINTERNAL       = "internal"
@@ -21,6 +22,16 @@ const (
 	ERATELIMITED    = "rate_limited"
 	EUNPROCESSABLE  = "unprocessable" // well-formed but refused, e.g. an idempotency key reused with another body
 )
+
+// KnownCode reports whether code is one of the error codes above.
+func KnownCode(code string) bool {
+	switch code {
+	case ECONFLICT, EINTERNAL, EINVALID, ENOTFOUND, EUNAUTHORIZED, EFORBIDDEN,
+		ETOOLARGE, EUNAVAILABLE, ENOTIMPLEMENTED, ERATELIMITED, EUNPROCESSABLE:
+		return true
+	}
+	return false
+}
 
 // Error is the one domain error. Code is machine-readable; Message is safe
 // to show to the API client. Internal details go in the wrapped Err, which

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // Limits bound one sandbox. Every one is enforced outside the sandbox (by
@@ -85,7 +83,7 @@ type Sandbox interface {
 	ID() string
 	// Agent is the connection to the agent inside the sandbox. Everything
 	// it says is untrusted.
-	Agent() *protocol.Client
+	Agent() Agent
 	// WorkspaceDir is the host path of the sandbox's /workspace, readable
 	// by the host for artifact collection. Contents are hostile. A
 	// backend whose sandboxes' files live in a guest (microvm) fills it

@@ -587,7 +587,7 @@ func (s *server) runCell(r *runner, c *codeContext, stream uint32, req *protocol
 	res.Error = m.Error
 	res.Outputs = m.Outputs
 	res.Dropped = m.Dropped
-	res.Validate()
+	protocol.Validate(res)
 	return res
 }
 

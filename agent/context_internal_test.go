@@ -25,7 +25,7 @@ func FuzzParseRunnerLine(f *testing.F) {
 		if m.Value != nil {
 			res.Value = *m.Value
 		}
-		res.Validate()
+		protocol.Validate(res)
 		b, err := protocol.EncodeCellResult(res)
 		if err != nil {
 			return // too large: the agent reports an error instead

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/agent/protocol"
 )
@@ -186,7 +187,7 @@ func (h *harness) exec(req protocol.ExecRequest) *run {
 
 type run struct {
 	h              *harness
-	p              *protocol.Process
+	p              airlock.Process
 	stdout, stderr bytes.Buffer // read only after wait
 }
 

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Response size limits. JSON bodies are read into memory whole, so they are
@@ -184,10 +184,7 @@ func (c *Client) doJSON(req *http.Request, out any) error {
 func drain(r io.Reader) { io.Copy(io.Discard, io.LimitReader(r, MaxProblemBytes)) }
 
 // isJSONType reports whether a Content-Type is JSON (problem or plain).
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/problem+json" || mt == "application/json")
-}
+func isJSONType(ct string) bool { return problem.IsJSON(ct) }
 
 // snippet returns at most n bytes of b as a printable string.
 func snippet(b []byte, n int) string {

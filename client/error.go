@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // ProblemTypePrefix starts the type URI of every Airlock problem document;
 // the rest is the problem's slug (e.g. "unknown-language").
-const ProblemTypePrefix = "urn:airlock:problem:"
+const ProblemTypePrefix = problem.TypePrefix
 
 // Error is an API error: a non-2xx response, decoded from its RFC 9457
 // problem document when it has one. It unwraps to an *airlock.Error with
@@ -64,19 +64,6 @@ func (e *Error) Unwrap() error {
 	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Extensions: e.Extensions, Refusal: e.Refusal}
 }
 
-// problem is the wire form of an RFC 9457 problem document with Airlock's
-// extension member "code".
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	// guard-blocked's extension members
-	Findings    []airlock.GuardFinding `json:"findings"`
-	ExecutionID string                 `json:"execution_id"`
-}
-
 // problemError turns a non-2xx response into an *Error, reading at most
 // MaxProblemBytes of the body. A body that is not a problem document, or a
 // problem without a known code, still gives an *Error, with a code derived
@@ -84,12 +71,12 @@ type problem struct {
 func problemError(resp *http.Response) *Error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxProblemBytes+1))
 	drain(resp.Body)
-	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
-	var p problem
+	e := &Error{Status: resp.StatusCode, RetryAfter: problem.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	var p problem.Problem
 	if len(data) <= MaxProblemBytes && isJSONType(resp.Header.Get("Content-Type")) &&
 		json.Unmarshal(data, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
-		e.Extensions = extensions(data)
+		e.Extensions = p.Extensions
 		if len(p.Findings) > 0 || p.ExecutionID != "" {
 			e.Refusal = &airlock.GuardRefusal{Findings: p.Findings, ExecutionID: p.ExecutionID}
 		}
@@ -103,48 +90,7 @@ func problemError(resp *http.Response) *Error {
 		}
 	}
 	if !airlock.KnownCode(e.Code) {
-		e.Code = airlock.CodeForStatus(resp.StatusCode)
+		e.Code = problem.CodeFor(resp.StatusCode)
 	}
 	return e
-}
-
-// extensions returns a problem document's members other than the
-// standard ones, "code" and the guard's, or nil.
-func extensions(data []byte) map[string]any {
-	var all map[string]any
-	if json.Unmarshal(data, &all) != nil {
-		return nil
-	}
-	// The guard's members have a field of their own (Error.Refusal).
-	for _, k := range []string{"type", "title", "status", "detail", "instance", "code", "findings", "execution_id"} {
-		delete(all, k)
-	}
-	if len(all) == 0 {
-		return nil
-	}
-	return all
-}
-
-// maxRetryAfter bounds the wait a server can ask for.
-const maxRetryAfter = 24 * time.Hour
-
-// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date
-// (RFC 9110, section 10.2.3). Anything else, and a date that has passed,
-// is 0; the most it returns is maxRetryAfter.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if strings.Trim(v, "0123456789") == "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n > int64(maxRetryAfter/time.Second) {
-			return maxRetryAfter
-		}
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfter)
 }

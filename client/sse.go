@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Server-sent events, as the session endpoints stream them. The stream is
@@ -131,21 +132,21 @@ func decodeChunk(data []byte) ([]byte, error) {
 
 // problemEvent turns the data of an error event into an *Error.
 func problemEvent(data []byte, status int) error {
-	var p problem
+	var p problem.Problem
 	if err := json.Unmarshal(data, &p); err != nil {
 		return fmt.Errorf("%w: error event: %v", ErrBadResponse, err)
 	}
-	e := &Error{Status: p.Status, Type: p.Type, Title: p.Title, Detail: p.Detail, Code: p.Code, Extensions: extensions(data)}
+	e := &Error{Status: p.Status, Type: p.Type, Title: p.Title, Detail: p.Detail, Code: p.Code, Extensions: p.Extensions}
 	// No header can come after the stream started: the server sends
 	// the retry hint as the retry_after member, in seconds.
-	if secs, ok := e.Extensions["retry_after"].(float64); ok && secs > 0 {
-		e.RetryAfter = min(time.Duration(secs*float64(time.Second)), maxRetryAfter)
+	if secs, ok := e.Extensions[problem.RetryAfterMember].(float64); ok && secs > 0 {
+		e.RetryAfter = min(time.Duration(secs*float64(time.Second)), problem.MaxRetryAfter)
 	}
 	if e.Status == 0 {
 		e.Status = status
 	}
 	if !airlock.KnownCode(e.Code) {
-		e.Code = airlock.CodeForStatus(e.Status)
+		e.Code = problem.CodeFor(e.Status)
 	}
 	return e
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // TestBenchAbuseOverhead measures airlockd's CPU on a node running 8
@@ -22,27 +21,14 @@ func TestBenchAbuseOverhead(t *testing.T) {
 	if os.Getenv("AIRLOCK_BENCH_ABUSE") == "" {
 		t.Skip("set AIRLOCK_BENCH_ABUSE=1 to measure (not a test)")
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-abusebench-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-abusebench-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	base := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--no-snapshots", "--no-egress"}
+	n := newTestNode(t, nodeOptions{name: "abusebench"})
+	tmp, bin := n.dir, n.bin
+	base := n.args("--pool-max", "0", "--warm", "", "--no-snapshots", "--no-egress")
 	for _, mode := range []struct {
 		name  string
 		extra []string
 	}{{"with the detectors", nil}, {"--no-abuse", []string{"--no-abuse"}}, {"with the detectors (again)", nil}} {
-		d := startDaemon(t, bin, append(append([]string{}, base...), mode.extra...))
-		daemons = append(daemons, d)
+		d := n.track(startDaemon(t, bin, append(append([]string{}, base...), mode.extra...)))
 		keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
 		if err != nil {
 			t.Fatal(err)

@@ -8,14 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // TestAirlockdAPIFlags starts the real airlockd with --public-url and
@@ -25,20 +21,9 @@ import (
 // route /v1/sandbox/execute runs code, and request bodies are strict. A
 // bad --public-url or --metrics-key stops airlockd before it starts.
 func TestAirlockdAPIFlags(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-apiflags-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-apiflags-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	base := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
+	n := newTestNode(t, nodeOptions{name: "apiflags"})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
+	base := n.args("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots")
 
 	for _, bad := range [][]string{
 		{"--public-url", "https://airlock.example.com/base?x=1"},
@@ -55,13 +40,8 @@ func TestAirlockdAPIFlags(t *testing.T) {
 	}
 
 	const metricsKey = "e2e-metrics-key-0123456789abcdef"
-	d := startDaemon(t, bin, append(base, "--public-url", "https://airlock.example.com/base/", "--metrics-key", metricsKey))
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d := n.track(startDaemon(t, bin, append(base, "--public-url", "https://airlock.example.com/base/", "--metrics-key", metricsKey)))
+	key := n.key()
 
 	// /metrics: the key opens it, nothing else does.
 	send(t, "GET", d.url+"/metrics", "", nil).problem(t, http.StatusUnauthorized)

@@ -1,30 +1,19 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // TestCrashRecovery kills airlockd with SIGKILL while an execution runs
@@ -35,33 +24,15 @@ import (
 // recorded the interrupted execution as failed; then that a clean stop
 // leaves nothing at all.
 func TestCrashRecovery(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
-
-	tmp, err := os.MkdirTemp("", "airlock-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-crash-" + testenv.RandomID()
+	n := newTestNode(t, nodeOptions{name: "crash", images: []string{"base", "python-ds"}})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
 	sandboxes := filepath.Join(tmp, "gvisor", "sandboxes")
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
 
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent}
+	args := n.args()
 
 	// First run: start a long execution and wait until its sandbox runs.
-	d1 := startDaemon(t, bin, args)
-	daemons = append(daemons, d1)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d1 := n.track(startDaemon(t, bin, args))
+	key := n.key()
 	c1 := newClient(t, d1.url, key)
 
 	type result struct {
@@ -118,8 +89,7 @@ func TestCrashRecovery(t *testing.T) {
 	// Second run on the same state: the reconciler ends what the first
 	// left before serving. The new airlockd starts sandboxes of its own
 	// (pool members, snapshot builds), so leftovers are told by their IDs.
-	d2 := startDaemon(t, bin, args)
-	daemons = append(daemons, d2)
+	d2 := n.track(startDaemon(t, bin, args))
 	now := observe(t, runsc, tmp, parent, d2.pid())
 	for id := range left.ids() {
 		if got := now.mentioning(id); !got.empty() {
@@ -298,193 +268,6 @@ func cmdlineMentions(pid int, s string) bool {
 	return err == nil && bytes.Contains(b, []byte(s))
 }
 
-// shareImages makes the built images appear at dst, read-only.
-//
-// A symlink dst -> src would be the simple way, but runsc refuses a rootfs
-// path that goes through a symlink ("failed to safely mount: expected to
-// open <dst>/.../rootfs/workspace, but found <src>/.../rootfs/workspace"),
-// so every sandbox would fail to start. A read-only bind mount works, and
-// being read-only it also keeps a careless rm -rf of a leftover temp
-// directory from deleting the real images.
-func shareImages(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind %s at %s: %v", src, dst, err)
-	}
-	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		t.Fatalf("make %s read-only: %v", dst, err)
-	}
-}
-
-// buildAirlockd builds cmd/airlockd of this module into dir, with cgo as
-// scripts/setup.sh builds it (the guard's Python grammar is C).
-func buildAirlockd(t *testing.T, dir string) string {
-	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if root == "." || root == "" {
-		t.Fatalf("not inside a module (GOMOD %q)", gomod)
-	}
-	bin := filepath.Join(dir, "airlockd")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/airlockd")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build airlockd: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// daemon is an airlockd child process.
-type daemon struct {
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
-	err    error // of Wait, once exited is closed
-
-	mu  sync.Mutex
-	log bytes.Buffer
-}
-
-var servingAddr = regexp.MustCompile(`msg="airlockd serving" addr=(127\.0\.0\.1:\d+)`)
-
-// startDaemon starts airlockd and waits until /readyz answers 200.
-func startDaemon(t *testing.T, bin string, args []string) *daemon {
-	t.Helper()
-	return startDaemonEnv(t, bin, args, nil)
-}
-
-// startDaemonEnv is startDaemon with variables added to the environment.
-func startDaemonEnv(t *testing.T, bin string, args, env []string) *daemon {
-	t.Helper()
-	d := &daemon{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	if env != nil {
-		d.cmd.Env = append(os.Environ(), env...)
-	}
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd.Stdout = io.Discard
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			d.mu.Lock()
-			d.log.WriteString(line + "\n")
-			d.mu.Unlock()
-			if m := servingAddr.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		<-logDone // Wait closes the pipe: read it to the end first
-		d.err = d.cmd.Wait()
-		close(d.exited)
-	}()
-	select {
-	case a := <-addr:
-		d.url = "http://" + a
-	case <-d.exited:
-		t.Fatalf("airlockd exited at start: %v\n%s", d.err, d.logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("airlockd did not serve within 60s\n%s", d.logs())
-	}
-	waitFor(t, 30*time.Second, "airlockd /readyz", func() bool {
-		resp, err := http.Get(d.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return d
-}
-
-func (d *daemon) logs() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.log.String()
-}
-
-func (d *daemon) pid() int { return d.cmd.Process.Pid }
-
-func (d *daemon) running() bool {
-	select {
-	case <-d.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill sends SIGKILL to airlockd (not its process group) and reaps it.
-func (d *daemon) kill(t *testing.T) {
-	t.Helper()
-	if !d.running() {
-		return
-	}
-	syscall.Kill(d.pid(), syscall.SIGKILL)
-	select {
-	case <-d.exited:
-	case <-time.After(30 * time.Second):
-		t.Errorf("airlockd %d did not die of SIGKILL", d.pid())
-	}
-}
-
-// stop sends SIGTERM and expects a clean exit.
-func (d *daemon) stop(t *testing.T) {
-	t.Helper()
-	syscall.Kill(d.pid(), syscall.SIGTERM)
-	select {
-	case <-d.exited:
-		if d.err != nil {
-			t.Errorf("airlockd exited with %v after SIGTERM\n%s", d.err, d.logs())
-		}
-	case <-time.After(60 * time.Second):
-		t.Errorf("airlockd did not stop within 60s of SIGTERM")
-		d.kill(t)
-	}
-}
-
-func newClient(t *testing.T, url, key string) *client.Client {
-	t.Helper()
-	c, err := client.New(client.Config{BaseURL: url, APIKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// waitFor polls cond every 100ms until it holds or the time is up.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // runscProcesses lists processes whose command line mentions dir (as a
 // whole path or a path below it), except the one with PID except (the
 // current airlockd). Zombies have an empty command line and do not count.
@@ -594,93 +377,4 @@ func cgroupChildren(parent string) []string {
 		})
 	}
 	return out
-}
-
-// crashCleanup removes everything the test may have left, even after a
-// failure midway: the airlockd children, processes of their sandboxes,
-// mounts, cgroups and the state directory.
-func crashCleanup(t *testing.T, tmp, parent string, daemons []*daemon) {
-	crashCleanupParents(t, tmp, []string{parent}, daemons)
-}
-
-// crashCleanupParents is crashCleanup for sandboxes under several cgroup
-// parents (gVisor's, and the namespaces backend's beside it).
-func crashCleanupParents(t *testing.T, tmp string, parents []string, daemons []*daemon) {
-	for _, d := range daemons {
-		if d.running() {
-			syscall.Kill(d.pid(), syscall.SIGKILL)
-			select {
-			case <-d.exited:
-			case <-time.After(10 * time.Second):
-			}
-		}
-		if t.Failed() {
-			t.Logf("airlockd %d log:\n%s", d.pid(), d.logs())
-		}
-	}
-	// Sandbox processes: runsc and its sandbox, gofer and stubs, all
-	// started by our airlockd children for this state directory.
-	for attempt := 0; attempt < 50; attempt++ {
-		pids := runscProcesses(tmp, 0)
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, d := range cgroupDirsOf(parents) {
-		// Kill whatever is still in the cgroups (stubs whose command line
-		// does not name tmp).
-		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				if b, err := os.ReadFile(filepath.Join(p, "cgroup.procs")); err == nil {
-					for _, f := range strings.Fields(string(b)) {
-						if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-							syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				}
-			}
-			return nil
-		})
-	}
-	mounts := mountsUnder(t, tmp)
-	sort.Sort(sort.Reverse(sort.StringSlice(mounts))) // deepest first
-	var stuck []string
-	for _, m := range mounts {
-		if err := unix.Unmount(m, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-				stuck = append(stuck, m)
-			}
-		}
-	}
-	for _, d := range cgroupDirsOf(parents) {
-		var dirs []string
-		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- { // children first
-			for attempt := 0; attempt < 20; attempt++ {
-				if err := os.Remove(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-		if _, err := os.Stat(d); err == nil {
-			t.Errorf("cleanup: cgroup %s could not be removed", d)
-		}
-	}
-	if len(stuck) > 0 {
-		t.Errorf("cleanup: mounts could not be removed, leaving %s in place: %v", tmp, stuck)
-		return
-	}
-	if err := os.RemoveAll(tmp); err != nil {
-		t.Errorf("cleanup: %v", err)
-	}
 }

@@ -119,24 +119,15 @@ func TestE2BSDK(t *testing.T) {
 	if agent == "" {
 		testreq.Skip(t, "AIRLOCK_TEST_AGENT is not set; scripts/test.sh sets it to the agent the images carry")
 	}
-	tmp, err := os.MkdirTemp("", "airlock-e2bsdk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-e2bsdk-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
+	n := newTestNode(t, nodeOptions{name: "e2bsdk"})
+	tmp, parent, runsc := n.dir, n.parent, n.runsc
 	pkg := filepath.Join(tmp, "sdk")
 	if err := os.Mkdir(pkg, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	installed := make(chan struct{})
 	go func() { defer close(installed); installSDK(t, npm, pkg) }()
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--warm", "", "--warm-sessions", "python-ds/small", "--pool-max", "1", "--keep-sessions=false"})
-	daemons = append(daemons, d)
+	d := n.start("--warm", "", "--warm-sessions", "python-ds/small", "--pool-max", "1", "--keep-sessions=false")
 	keyA := e2bKey(t, tmp, "sdk-a")
 	keyB := e2bKey(t, tmp, "sdk-b")
 	<-installed
@@ -154,7 +145,7 @@ func TestE2BSDK(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("smoke.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out.String())
 	if err != nil || !strings.Contains(out.String(), "ok: all checks passed") {
 		t.Fatalf("the E2B SDK script failed: %v", err)

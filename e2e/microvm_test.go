@@ -31,35 +31,21 @@ import (
 // the next start leaves nothing of it on the host: no VMM process,
 // cgroup, machine directory (chroot, disks) or mount.
 func TestMicroVMEndToEnd(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		testreq.Skip(t, "skipped: qemu-system-x86_64 not installed; scripts/setup.sh installs it")
 	}
 	if _, err := image.FindKernel(filepath.Join(testenv.StateDir(), "kernel")); err != nil {
 		testreq.Skipf(t, "skipped: %v", err)
 	}
-	tmp, err := os.MkdirTemp("", "airlock-vm-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-vme-" + testenv.RandomID()
+	n := newTestNode(t, nodeOptions{name: "vm-e2e", images: []string{"base", "python-ds"}, parents: []string{"-microvm"}})
+	tmp, parent, bin := n.dir, n.parent, n.bin
 	vmParent := parent + "-microvm"
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanupParents(t, tmp, []string{parent, vmParent}, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	if err := os.Symlink(filepath.Join(testenv.StateDir(), "kernel"), filepath.Join(tmp, "kernel")); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--microvm", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
-		"--egress-prefix", "vm" + testenv.RandomID()[:4]}
-	d := startDaemon(t, bin, args)
-	daemons = append(daemons, d)
+	args := n.args("--microvm", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
+		"--egress-prefix", "vm"+testenv.RandomID()[:4])
+	d := n.track(startDaemon(t, bin, args))
 	accel := readyzAccel(t, d.url)
 	if accel != "kvm" && accel != "tcg" {
 		t.Fatalf("/readyz says microvm %q, want kvm or tcg", accel)
@@ -67,11 +53,7 @@ func TestMicroVMEndToEnd(t *testing.T) {
 	if !strings.Contains(d.logs(), "microvm backend enabled") || !strings.Contains(d.logs(), "accel="+accel) {
 		t.Errorf("the log does not say the microvm backend's accelerator:\n%s", d.logs())
 	}
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	key := n.key()
 	setIsolation(t, tmp, "default", airlock.IsolationVM)
 	c := newClient(t, d.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -166,8 +148,7 @@ func TestMicroVMEndToEnd(t *testing.T) {
 	if left := cgroupProcs(vmParent); len(left) == 0 {
 		t.Fatalf("the VMM died with airlockd; the restart would prove nothing")
 	}
-	d = startDaemon(t, bin, args)
-	daemons = append(daemons, d)
+	d = n.track(startDaemon(t, bin, args))
 	c = newClient(t, d.url, key)
 	vms := filepath.Join(tmp, "microvm", "vms")
 	waitFor(t, time.Minute, "nothing of the killed airlockd's VMs left", func() bool {

@@ -2,9 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,30 +19,13 @@ import (
 // ends a namespaces session with end_reason shutdown, and leaves nothing
 // either.
 func TestNamespacesSessionEndsWithRestart(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-ns-restart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-nsr-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanupParents(t, tmp, []string{parent, parent + "-namespaces"}, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--namespaces", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
-		"--egress-prefix", "nr" + testenv.RandomID()[:4]}
+	n := newTestNode(t, nodeOptions{name: "ns-restart", parents: []string{"-namespaces"}})
+	tmp, parent, bin := n.dir, n.parent, n.bin
+	args := n.args("--namespaces", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
+		"--egress-prefix", "nr"+testenv.RandomID()[:4])
 
-	d := startDaemon(t, bin, args)
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d := n.track(startDaemon(t, bin, args))
+	key := n.key()
 	setFirstParty(t, tmp, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -69,8 +50,7 @@ func TestNamespacesSessionEndsWithRestart(t *testing.T) {
 			t.Fatalf("%s: exec: %+v %v", r.name, e, err)
 		}
 		r.stop(d)
-		d = startDaemon(t, bin, args)
-		daemons = append(daemons, d)
+		d = n.track(startDaemon(t, bin, args))
 		c = newClient(t, d.url, key)
 		got, err := c.Session(ctx, sess.ID)
 		if err != nil || got.State.Live() || got.EndReason != r.reason {

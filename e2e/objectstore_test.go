@@ -26,12 +26,11 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
-	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/s3test"
 )
 
 // TestAirlockdObjectStoreAndTracing runs the real airlockd with its
-// artifacts in a real S3-compatible server (SeaweedFS on loopback), a
+// artifacts in a real S3-compatible server (versitygw on loopback), a
 // signing key given by file (as every node of a fleet is given the same
 // one) and traces exported to a real OTLP/HTTP receiver in the test. A
 // Python run that draws a chart must leave the chart in the bucket (and
@@ -39,41 +38,24 @@ import (
 // it and be the one the shared key signs, and the run's record and spans
 // must be in the trace of the traceparent the request carried.
 func TestAirlockdObjectStoreAndTracing(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-objstore-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-objstore-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
+	n := newTestNode(t, nodeOptions{name: "objstore", images: []string{"python-ds"}})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
 	srv := s3test.Start(t)
 	otlp := newOTLPReceiver(t)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	signingKey := make([]byte, 32)
 	rand.Read(signingKey)
 	keyFile := filepath.Join(tmp, "fleet-signing.key")
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(signingKey)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
+	args := n.args("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
 		"--blobs", srv.BucketURL("prefix=node-a/"), "--signing-key-file", keyFile,
-		"--otlp-endpoint", otlp.srv.URL, "--node-name", "node-a"}
-	d := startDaemonEnv(t, bin, args, srv.Env())
-	daemons = append(daemons, d)
+		"--otlp-endpoint", otlp.srv.URL, "--node-name", "node-a")
+	d := n.track(startDaemonEnv(t, bin, args, srv.Env()))
 	if strings.Contains(d.logs(), srv.SecretKey) {
 		t.Errorf("airlockd logged the object store's secret key")
 	}
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	key := n.key()
 
 	const traceID, parentSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

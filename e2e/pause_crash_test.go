@@ -16,33 +16,16 @@ import (
 // its files and its Python variables are back. A snapshot sealed by the
 // first process (master key from a file) restores in the second.
 func TestPauseSurvivesKill(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-pause-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-crash-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
+	n := newTestNode(t, nodeOptions{name: "pause-crash"})
+	tmp, bin := n.dir, n.bin
 	keyFile := filepath.Join(tmp, "master.key")
 	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--egress-prefix", "pk" + testenv.RandomID()[:4],
-		"--master-key-file", keyFile}
-	d1 := startDaemon(t, bin, args)
-	daemons = append(daemons, d1)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	args := n.args("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--egress-prefix", "pk"+testenv.RandomID()[:4],
+		"--master-key-file", keyFile)
+	d1 := n.track(startDaemon(t, bin, args))
+	key := n.key()
 	c := newClient(t, d1.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -69,8 +52,7 @@ func TestPauseSurvivesKill(t *testing.T) {
 	}
 	d1.kill(t)
 
-	d2 := startDaemon(t, bin, args)
-	daemons = append(daemons, d2)
+	d2 := n.track(startDaemon(t, bin, args))
 	c = newClient(t, d2.url, key)
 	got, err := c.Session(ctx, sess.ID)
 	if err != nil || got.State != airlock.SessionPaused {
@@ -86,8 +68,7 @@ func TestPauseSurvivesKill(t *testing.T) {
 	// The resumed session is an ordinary live one: it survives the next
 	// kill -9 as any other, its sandbox reattached.
 	d2.kill(t)
-	d3 := startDaemon(t, bin, args)
-	daemons = append(daemons, d3)
+	d3 := n.track(startDaemon(t, bin, args))
 	d2 = d3
 	c = newClient(t, d3.url, key)
 	r, err = c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "print(x + 1)"})

@@ -9,12 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
@@ -32,19 +30,8 @@ func TestPythonSDK(t *testing.T) {
 	if err != nil {
 		testreq.Skip(t, "python3 is not installed")
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-python-sdk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-pysdk-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
+	n := newTestNode(t, nodeOptions{name: "python-sdk", images: []string{"base", "python-ds"}})
+	tmp := n.dir
 	// A master key, so the SDK's snapshot, pause and resume calls run
 	// for real.
 	masterKey := filepath.Join(tmp, "master.key")
@@ -53,15 +40,8 @@ func TestPythonSDK(t *testing.T) {
 	if err := os.WriteFile(masterKey, []byte(hex.EncodeToString(mk[:])+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1",
-		"--master-key-file", masterKey})
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := n.start("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1",
+		"--master-key-file", masterKey)
 	other := newTenantKey(t, tmp, "python-other")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -70,7 +50,7 @@ func TestPythonSDK(t *testing.T) {
 	cmd.Dir = filepath.Join("..", "sdk", "python") // go test runs in the package directory
 	cmd.Env = append(os.Environ(),
 		"AIRLOCK_URL="+d.url,
-		"AIRLOCK_API_KEY="+strings.TrimSpace(string(keyBytes)),
+		"AIRLOCK_API_KEY="+n.key(),
 		"AIRLOCK_TEST_OTHER_KEY="+other,
 		"PYTHONDONTWRITEBYTECODE=1",
 	)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,32 +28,14 @@ import (
 // default), and last a clean stop with --keep-sessions=false, which ends
 // them and leaves nothing on the host.
 func TestSessionSurvivesRestart(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	testenv.Image(t, "python-ds")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-session-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-crash-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
+	n := newTestNode(t, nodeOptions{name: "session-crash", images: []string{"base", "python-ds"}})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
 	// No warm pool: the sandboxes on the host are the sessions' alone.
 	prefix := "sr" + testenv.RandomID()[:4]
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--egress-prefix", prefix}
+	args := n.args("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--egress-prefix", prefix)
 
-	d1 := startDaemon(t, bin, args)
-	daemons = append(daemons, d1)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d1 := n.track(startDaemon(t, bin, args))
+	key := n.key()
 	c := newClient(t, d1.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -123,8 +104,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		d = startDaemon(t, bin, args)
-		daemons = append(daemons, d)
+		d = n.track(startDaemon(t, bin, args))
 		t.Logf("%s: airlockd served again %v after its start", r.name, time.Since(start).Round(time.Millisecond))
 		c = newClient(t, d.url, key)
 		got, err := c.Session(ctx, sess.ID)
@@ -218,8 +198,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	// A clean stop that ends sessions leaves nothing behind.
 	d.stop(t)
 	noKeep := append(append([]string{}, args...), "--keep-sessions=false")
-	d = startDaemon(t, bin, noKeep)
-	daemons = append(daemons, d)
+	d = n.track(startDaemon(t, bin, noKeep))
 	c = newClient(t, d.url, key)
 	if got, err := c.Session(ctx, sess.ID); err != nil || !got.State.Live() {
 		t.Fatalf("session before the last stop: %+v %v", got, err)
@@ -231,8 +210,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 	if nets := ourNetworks(t, prefix); len(nets) > 0 {
 		t.Errorf("networks left after a clean stop that ends sessions: %v", nets)
 	}
-	d = startDaemon(t, bin, args)
-	daemons = append(daemons, d)
+	d = n.track(startDaemon(t, bin, args))
 	if got, err := newClient(t, d.url, key).Session(ctx, sess.ID); err != nil || got.EndReason != airlock.EndShutdown {
 		t.Errorf("session ended by the clean stop: %+v %v", got, err)
 	}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,30 +21,13 @@ import (
 // record keeps), with its file and its Python variable; and the pool
 // member readied after it is not mistaken for a session's sandbox.
 func TestPooledSessionSurvivesRestart(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-pool-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-pcrash-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--warm", "", "--warm-sessions", "base/small", "--pool-min", "1", "--pool-max", "1", "--no-snapshots",
-		"--egress-prefix", "pc" + testenv.RandomID()[:4]}
+	n := newTestNode(t, nodeOptions{name: "pool-crash"})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
+	args := n.args("--warm", "", "--warm-sessions", "base/small", "--pool-min", "1", "--pool-max", "1", "--no-snapshots",
+		"--egress-prefix", "pc"+testenv.RandomID()[:4])
 
-	d := startDaemon(t, bin, args)
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d := n.track(startDaemon(t, bin, args))
+	key := n.key()
 	c := newClient(t, d.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -80,8 +61,7 @@ func TestPooledSessionSurvivesRestart(t *testing.T) {
 		{"SIGTERM", func(d *daemon) { d.stop(t) }},
 	} {
 		r.stop(d)
-		d = startDaemon(t, bin, args)
-		daemons = append(daemons, d)
+		d = n.track(startDaemon(t, bin, args))
 		c = newClient(t, d.url, key)
 		got, err := c.Session(ctx, sess.ID)
 		if err != nil || !got.State.Live() || !got.ExpiresAt.Equal(sess.ExpiresAt) {

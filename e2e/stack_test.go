@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,7 +39,6 @@ type stack struct {
 	blobs   *disk.Dir
 	backend *gvisor.Backend
 	prov    *provision.Provisioner
-	srv     *httptest.Server
 	url     string
 
 	a, b tenantKey // two tenants, for isolation checks
@@ -82,7 +80,7 @@ func newStack(t *testing.T, mode stackMode) *stack {
 		o.Warm = warmPairs
 	}
 	st := teststack.New(t, o)
-	s := &stack{store: st.Store, blobs: st.Blobs, backend: st.Backend, prov: st.Provisioner, srv: st.Server, url: st.URL}
+	s := &stack{store: st.Store, blobs: st.Blobs, backend: st.Backend, prov: st.Provisioner, url: st.URL}
 	s.a = s.newTenant(t, "tenant-a")
 	s.b = s.newTenant(t, "tenant-b")
 	return s

@@ -27,25 +27,12 @@ import (
 // anything; the first must still serve, with its sandbox, mounts,
 // cgroups and network untouched.
 func TestSecondAirlockdRefused(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-statelock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-statelock-" + testenv.RandomID()
+	n := newTestNode(t, nodeOptions{name: "statelock"})
+	tmp, parent, bin, runsc := n.dir, n.parent, n.bin, n.runsc
 	prefix := "sl" + testenv.RandomID()[:4]
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--egress-prefix", prefix, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
+	args := n.args("--egress-prefix", prefix, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots")
 
-	d1 := startDaemon(t, bin, args)
-	daemons = append(daemons, d1)
+	d1 := n.track(startDaemon(t, bin, args))
 	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +57,7 @@ func TestSecondAirlockdRefused(t *testing.T) {
 	// The second airlockd, on the same state directory.
 	start := time.Now()
 	d2 := spawnDaemon(t, bin, args)
-	daemons = append(daemons, d2)
+	n.track(d2)
 	waitFor(t, 30*time.Second, "the second airlockd to exit", func() bool {
 		if strings.Contains(d2.logs(), "airlockd serving") {
 			t.Fatalf("the second airlockd serves on the first one's state directory\n%s", d2.logs())

@@ -7,15 +7,12 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // TestStalledStreamDoesNotStallSession runs a session exec that writes
@@ -32,34 +29,17 @@ import (
 // cut), and the program runs on to its end with its result recorded as
 // usual.
 func TestStalledStreamDoesNotStallSession(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-stall-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-stall-" + testenv.RandomID()
-	var daemons []*daemon
+	n := newTestNode(t, nodeOptions{name: "stall"})
+	tmp, parent, runsc := n.dir, n.parent, n.runsc
 	var conns []net.Conn
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the node's cleanup (registered earlier)
 		for _, c := range conns {
 			c.Close()
 		}
-		crashCleanup(t, tmp, parent, daemons)
 	})
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
 	// No warm pool: the only sandbox is the session's.
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent, "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
-	d := startDaemon(t, bin, args)
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	d := n.start(quiet...)
+	key := n.key()
 	c := newClient(t, d.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

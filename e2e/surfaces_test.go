@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // keyed adds an API key to every request.
@@ -30,27 +27,10 @@ func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
 // /console/, and the session watch, which a clean stop ends at once
 // (a watch lasts as long as its session, and sessions outlive a stop).
 func TestAirlockdSurfaces(t *testing.T) {
-	testenv.RequireRoot(t)
-	runsc := testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-surfaces-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-surfaces-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"})
-	daemons = append(daemons, d)
-	keyBytes, err := os.ReadFile(filepath.Join(tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	n := newTestNode(t, nodeOptions{name: "surfaces"})
+	runsc := n.runsc
+	d := n.start(quiet...)
+	key := n.key()
 	ctx := context.Background()
 
 	// MCP: without a key, a 401 problem; with one, the tools, and a run

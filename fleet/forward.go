@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Headers between nodes, and the one every answer of a fleet carries.
@@ -358,26 +358,12 @@ func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc st
 	return sw.status, h.err
 }
 
-// problem writes err as an RFC 9457 problem.
+// problem writes err as an RFC 9457 problem, saying which node answered.
 func (f *Fleet) problem(w http.ResponseWriter, err error) {
-	var e *airlock.Error
-	if !errors.As(err, &e) {
-		e = airlock.Errorf(airlock.EINTERNAL, "internal error")
+	w.Header().Set(HeaderNode, f.cfg.NodeID)
+	if problem.WriteError(w, err) {
 		f.log.Error("fleet: request failed", "err", err)
 	}
-	status := rest.StatusFor(e.Code)
-	typ := e.Type
-	if typ == "" {
-		typ = strings.ReplaceAll(e.Code, "_", "-")
-	}
-	p := rest.Problem{Type: rest.ProblemTypePrefix + typ, Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code}
-	if d := airlock.RetryAfterOf(err); d > 0 {
-		w.Header().Set("Retry-After", rest.RetryAfterSeconds(d))
-	}
-	w.Header().Set("Content-Type", rest.ProblemContentType)
-	w.Header().Set(HeaderNode, f.cfg.NodeID)
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
 }
 
 // statusWriter remembers the status written through it; it passes

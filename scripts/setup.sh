@@ -1,218 +1,214 @@
 #!/usr/bin/env bash
-# Installs what Airlock needs on a Debian machine and builds it: Debian
-# packages, runsc (gVisor), the microVM guest kernel, the three binaries
-# and the two images. Safe to run again: every step checks first and
-# skips what is already there.
-# Must run as root (runsc, cgroups, mounts and debootstrap need it).
+# Installs what airlockd needs on a Debian machine and builds it: the
+# Debian packages it uses, runsc (gVisor), the three binaries and the two
+# images. Safe to run again: every step checks first and skips what is
+# already there. Must run as root (runsc, cgroups, mounts and debootstrap
+# need it).
+#
+#   scripts/setup.sh [--microvm] [--tests]
+#
+#   --microvm  also the microVM tier: QEMU, the guest kernel (Debian's
+#              linux-image-amd64, unpacked into the state directory) and
+#              each image's guest artefacts (also AIRLOCK_MICROVM=1, the
+#              variable airlockd --microvm reads)
+#   --tests    also what only the tests use: a PostgreSQL server, Debian's
+#              Chromium, python3, a Node with npm (checked), and versitygw,
+#              the S3 server of the object-storage tests (also
+#              AIRLOCK_SETUP_TESTS=1; scripts/test.sh passes both flags)
+#
+# AIRLOCK_STATE_DIR (default /var/lib/airlock) is where images and the
+# guest kernel go; AIRLOCK_PREFIX (default /usr/local) is where runsc
+# (PREFIX/bin) and the test-only tools (PREFIX/lib/airlock/bin) go.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
+PREFIX="${AIRLOCK_PREFIX:-/usr/local}"
 # The gVisor release we pin: a pseudo-version of gvisor.dev/gvisor (its
 # "go" branch), built static because a dynamically linked runsc fails
 # inside its own chroot.
 RUNSC_VERSION="v0.0.0-20260905035102-160fafc42237"
-RUNSC_STAMP=/usr/local/lib/airlock/runsc.version
-# SeaweedFS, the S3-compatible server the object-storage tests run
-# against (s3blobs, e2e): a pseudo-version of github.com/seaweedfs/seaweedfs,
-# built from its module (its go.mod has a replace directive, so go install
-# MOD@VERSION refuses it). Tests only; airlockd does not need it.
-WEED_VERSION="v0.0.0-20261109003541-7506e5f91cd6"
-WEED_BIN=/usr/local/lib/airlock/bin/weed
-WEED_STAMP=/usr/local/lib/airlock/weed.version
+RUNSC_BIN="$PREFIX/bin/runsc"
+RUNSC_STAMP="$PREFIX/lib/airlock/runsc.version"
+# versitygw, the S3 server the object-storage tests run against (blob/s3,
+# e2e): "versitygw posix DIR" serves a directory over S3. Tests only;
+# airlockd does not need it.
+VERSITYGW_VERSION="v1.8.0"
+VERSITYGW_BIN="$PREFIX/lib/airlock/bin/versitygw"
+VERSITYGW_STAMP="$PREFIX/lib/airlock/versitygw.version"
+# The oldest Go that builds Airlock (go.mod's go line).
+GO_MIN="1.26"
+
+usage() { sed -n '8,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+microvm=0
+tests=0
+[ "${AIRLOCK_MICROVM:-}" = 1 ] && microvm=1
+[ "${AIRLOCK_SETUP_TESTS:-}" = 1 ] && tests=1
+for arg in "$@"; do
+	case "$arg" in
+	--microvm) microvm=1 ;;
+	--tests) tests=1 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "setup: unknown argument $arg" >&2; usage >&2; exit 2 ;;
+	esac
+done
 
 step() { printf '\n==> %s\n' "$*"; }
 t0=$SECONDS
 
 if [ "$(id -u)" != 0 ]; then
-	echo "setup: must run as root (runsc, cgroups, mounts and debootstrap need it); try: sudo $0" >&2
-	exit 1
-fi
-if ! command -v go >/dev/null; then
-	echo "setup: Go is required (1.26 or newer) and was not found on PATH" >&2
+	echo "setup: must run as root (runsc, cgroups, mounts and debootstrap need it); try: sudo $0 $*" >&2
 	exit 1
 fi
 
-step "Debian packages"
+step "Go ${GO_MIN} or newer"
+# Debian 12's golang-go is 1.19, too old. The Go distribution unpacked
+# into /usr/local/go is the usual install; a Go from 1.21 on fetches the
+# toolchain go.mod names by itself, through the Go module proxy.
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+go_version() { (cd "$REPO" && go env GOVERSION 2>/dev/null) | sed -n 's/^go\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p'; }
+gv="$(command -v go >/dev/null && go_version || true)"
+if [ -z "$gv" ] || [ "$(printf '%s\n%s\n' "$GO_MIN" "$gv" | sort -V | head -n 1)" != "$GO_MIN" ]; then
+	{
+		echo "setup: Go ${GO_MIN} or newer is needed to build Airlock; found: $(go version 2>/dev/null || echo 'no go on PATH')."
+		echo "setup: Debian 12's golang-go package is Go 1.19, too old. Install the Go ${GO_MIN} distribution for"
+		echo "setup: linux-amd64 into /usr/local/go and put /usr/local/go/bin on PATH (see README.md, \"Go\")."
+		echo "setup: A release tarball (scripts/release.sh) installs without Go."
+	} >&2
+	exit 1
+fi
+echo "present: $(go version)"
+
+apt_updated=0
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	if [ "$apt_updated" = 0 ]; then
+		apt-get update -q
+		apt_updated=1
+	fi
+	apt-get install -y -q --no-install-recommends "$@"
+}
+
+step "Debian packages airlockd uses, and the C compiler that builds it"
 need=()
+# The image builder: debootstrap from Debian's packages, checked with the
+# archive's keyring, over HTTPS where the mirror is.
 command -v debootstrap >/dev/null || need+=(debootstrap)
-command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
-command -v ip >/dev/null || need+=(iproute2)
-command -v mount >/dev/null || need+=(mount)
 [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+# Workspace disks and guest root disks (mkfs.ext4), mounts.
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v mount >/dev/null || need+=(mount)
 # airlockd is built with cgo (the guard's Python grammar is C), and so is
 # every test binary (the race detector needs cgo): a C compiler and the C
-# library's headers. For the tests: the agent's tests run the host's
-# interpreters and setsid.
-command -v python3 >/dev/null || need+=(python3)
-command -v node >/dev/null || need+=(nodejs)
-command -v setsid >/dev/null || need+=(util-linux)
+# library's headers.
 command -v gcc >/dev/null || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
-# The web console's browser test drives Debian's headless Chromium.
-[ -x /usr/bin/chromium ] || need+=(chromium)
-# The microVM backend (airlockd --microvm): QEMU's microvm machine. Its
-# guest kernel comes from Debian's linux-image-amd64, unpacked below into
-# the state directory (not installed on the host).
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-command -v dpkg-deb >/dev/null || need+=(dpkg)
+if [ "$microvm" = 1 ]; then
+	# The microVM backend: QEMU's microvm machine. Its guest kernel comes
+	# from Debian's linux-image-amd64, unpacked below into the state
+	# directory (not installed on the host).
+	command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+	command -v dpkg-deb >/dev/null || need+=(dpkg)
+fi
+if [ "$tests" = 1 ]; then
+	# The agent's tests run the host's interpreters, setsid and ip.
+	command -v python3 >/dev/null || need+=(python3)
+	command -v setsid >/dev/null || need+=(util-linux)
+	command -v ip >/dev/null || need+=(iproute2)
+	# The web console's browser test drives Debian's headless Chromium.
+	[ -x /usr/bin/chromium ] || need+=(chromium)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${need[@]}"
+	apt_install "${need[@]}"
 else
 	echo "all present"
 fi
 
-step "Node for the E2B SDK test (e2e/e2bsdk: Node >=20.18.1 <21 or >=22, and npm; tests only)"
-# The pinned E2B SDKs need a newer Node than Debian 12's nodejs (18). The
-# test installs them with npm ci from e2e/e2bsdk/package-lock.json.
-node_ok() {
-	local v
-	v="$(node --version 2>/dev/null)" || return 1
-	v="${v#v}"
-	local major="${v%%.*}" rest="${v#*.}"
-	local minor="${rest%%.*}" patch="${rest#*.}"
-	patch="${patch%%[!0-9]*}"
-	[ "$major" -ge 22 ] && return 0
-	[ "$major" -eq 20 ] || return 1
-	[ "$minor" -gt 18 ] || { [ "$minor" -eq 18 ] && [ "$patch" -ge 1 ]; }
-}
-if node_ok && command -v npm >/dev/null; then
-	echo "present: node $(node --version), npm $(npm --version)"
-else
-	echo "setup: the E2B SDK test (e2e/e2bsdk_test.go) needs Node >=20.18.1 <21 or >=22 with npm;" >&2
-	echo "setup: found node $(node --version 2>/dev/null || echo none), npm $(npm --version 2>/dev/null || echo none)." >&2
-	echo "setup: Debian 12's nodejs package is 18 and too old: install a Node 20.18.1+ or 22+ package that brings npm." >&2
-	# Only the tests need it (scripts/test.sh sets AIRLOCK_SETUP_TESTS=1);
-	# the service runs without Node.
-	if [ "${AIRLOCK_SETUP_TESTS:-}" = 1 ]; then exit 1; fi
-	echo "setup: going on: airlockd does not need Node" >&2
-fi
-
-step "PostgreSQL server (the PostgreSQL store: its tests, and a fleet's shared records)"
-# The tests start throwaway servers of their own (internal/testpg: initdb
-# in a temporary directory, a unix socket there, as the postgres user);
-# they never use the cluster Debian's package creates and starts.
-pg_initdb() {
-	ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1
-}
-if [ -n "$(pg_initdb)" ] && [ -x "$(dirname "$(pg_initdb)")/postgres" ]; then
-	echo "present: $(dirname "$(pg_initdb)")"
-else
-	echo "installing: postgresql"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends postgresql
-	if [ -z "$(pg_initdb)" ]; then
-		echo "setup: installed postgresql but found no /usr/lib/postgresql/*/bin/initdb" >&2
-		exit 1
-	fi
-	echo "installed: $(dirname "$(pg_initdb)")"
-fi
-id postgres >/dev/null 2>&1 || { echo "setup: the postgresql package made no postgres user" >&2; exit 1; }
-
-step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters"
+step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $RUNSC_BIN"
 # gVisor's own build precompiles the seccomp-bpf programs runsc installs
 # in every sandbox and gofer; `go install` of its Go branch leaves that
 # out, and runsc then compiles them at every sandbox start (about a sixth
 # of a start's CPU, see BENCHMARKS.md). We build from a copy of the
 # module with the programs generated into it (scripts/runsc-seccomp).
+# Only ./runsc is built, with -trimpath (the generator and the build
+# share the compiled packages) and without symbols and DWARF (-s -w: a
+# third smaller, and the link is faster).
 RUNSC_BUILD="${RUNSC_VERSION} seccomp-precompiled-1"
-if command -v runsc >/dev/null && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
-	echo "present: $(command -v runsc)"
+RUNSC_FLAGS=(-trimpath -buildvcs=false)
+if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
+	echo "present: $RUNSC_BIN"
 else
+	mkdir -p "$(dirname "$RUNSC_BIN")" "$(dirname "$RUNSC_STAMP")"
 	build_runsc() {
 		local mod src
-		mod="$(go mod download -json "gvisor.dev/gvisor@${RUNSC_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		mod="$(cd / && go mod download -json "gvisor.dev/gvisor@${RUNSC_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 		[ -d "$mod" ] || return 1
 		src="$(mktemp -d /tmp/airlock-runsc-XXXXXX)"
 		local ok=0
+		local t=$SECONDS
 		cp -r "$mod/." "$src" && chmod -R u+w "$src" &&
 			cp "$REPO/scripts/runsc-seccomp/gen.go" "$src/airlock_seccomp_gen.go" &&
 			echo "generating the seccomp programs (a few minutes, once per machine)..." &&
-			(cd "$src" && CGO_ENABLED=0 go run airlock_seccomp_gen.go) &&
-			echo "building runsc..." &&
-			(cd "$src" && CGO_ENABLED=0 go build -o /usr/local/bin/runsc.new ./runsc) &&
-			mv /usr/local/bin/runsc.new /usr/local/bin/runsc && ok=1
-		rm -rf "$src" /usr/local/bin/runsc.new
+			(cd "$src" && CGO_ENABLED=0 go run "${RUNSC_FLAGS[@]}" airlock_seccomp_gen.go) &&
+			echo "building runsc ($((SECONDS - t)) s so far)..." &&
+			(cd "$src" && CGO_ENABLED=0 go build "${RUNSC_FLAGS[@]}" -ldflags='-s -w' -o "$RUNSC_BIN.new" ./runsc) &&
+			mv "$RUNSC_BIN.new" "$RUNSC_BIN" && ok=1
+		rm -rf "$src" "$RUNSC_BIN.new"
+		[ "$ok" = 1 ] && echo "built in $((SECONDS - t)) s"
 		[ "$ok" = 1 ]
 	}
 	if build_runsc; then
-		mkdir -p "$(dirname "$RUNSC_STAMP")"
 		echo "$RUNSC_BUILD" >"$RUNSC_STAMP"
-		echo "installed /usr/local/bin/runsc"
-	elif CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"; then
+		echo "installed $RUNSC_BIN"
+	elif (cd / && CGO_ENABLED=0 GOBIN="$(dirname "$RUNSC_BIN")" go install "${RUNSC_FLAGS[@]}" -ldflags='-s -w' "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"); then
 		echo "WARNING: the precompiled build failed; installed runsc without precompiled filters (slower starts)" >&2
-		mkdir -p "$(dirname "$RUNSC_STAMP")"
 		echo "$RUNSC_VERSION" >"$RUNSC_STAMP"
 	else
 		echo "WARNING: building runsc failed; falling back to Debian's runsc package," >&2
 		echo "WARNING: which is older and may lack the systrap platform." >&2
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q
-		apt-get install -y -q runsc
-		mkdir -p "$(dirname "$RUNSC_STAMP")"
+		apt_install runsc
 		echo "debian-package" >"$RUNSC_STAMP"
 	fi
 fi
+case ":$PATH:" in
+*":$(dirname "$RUNSC_BIN"):"*) ;;
+*) echo "note: $(dirname "$RUNSC_BIN") is not on PATH; airlockd looks runsc up there (scripts/run.sh adds it)" ;;
+esac
 
-if [ "${AIRLOCK_SETUP_TESTS:-}" = 1 ]; then
-	step "SeaweedFS ${WEED_VERSION} (the S3 server of the object-storage tests)"
-	if [ -x "$WEED_BIN" ] && [ -f "$WEED_STAMP" ] && [ "$(cat "$WEED_STAMP")" = "$WEED_VERSION" ]; then
-		echo "present: $WEED_BIN"
-	else
-		echo "building weed from the module (a large program: several minutes, up to 20 on two busy cores)..."
-		weed_dir="$(cd / && go mod download -json "github.com/seaweedfs/seaweedfs@${WEED_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-		if [ -z "$weed_dir" ] || [ ! -f "$weed_dir/go.mod" ]; then
-			echo "setup: could not download github.com/seaweedfs/seaweedfs@${WEED_VERSION}" >&2
-			exit 1
-		fi
-		mkdir -p "$(dirname "$WEED_BIN")"
-		# go build -v names each package it compiles: show a count now
-		# and then, so a long build is seen to go on.
-		rm -f "$WEED_BIN.tmp"
-		if ! (cd "$weed_dir" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -v -o "$WEED_BIN.tmp" ./weed 2>&1) |
-			awk '/^go: downloading/ {next} {n++} n % 100 == 0 {printf "  ... %d packages\n", n; fflush()} /^(#|.*\.go:[0-9]+)/ {print}' ||
-			[ ! -x "$WEED_BIN.tmp" ]; then
-			echo "setup: building weed failed" >&2
-			exit 1
-		fi
-		mv "$WEED_BIN.tmp" "$WEED_BIN"
-		echo "$WEED_VERSION" >"$WEED_STAMP"
-		echo "installed $WEED_BIN ($("$WEED_BIN" version 2>/dev/null | head -1))"
+if [ "$microvm" = 1 ]; then
+	step "guest kernel for the microVM backend (Debian's linux-image-amd64, unpacked into $STATE_DIR/kernel)"
+	# The kernel package linux-image-amd64 points at, downloaded with apt
+	# and unpacked (dpkg-deb -x) into a directory named after its version:
+	# the host's /boot and /lib/modules stay untouched, and the image
+	# builder takes the newest directory there (see image.FindKernel).
+	kpkg="$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
+	if [ -z "$kpkg" ]; then
+		apt-get update -q
+		apt_updated=1
+		kpkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
 	fi
-fi
-
-step "guest kernel for the microVM backend (Debian's linux-image-amd64, unpacked into $STATE_DIR/kernel)"
-# The kernel package linux-image-amd64 points at, downloaded with apt and
-# unpacked (dpkg-deb -x) into a directory named after its version: the
-# host's /boot and /lib/modules stay untouched, and the image builder
-# takes the newest directory there (see image.FindKernel).
-kpkg="$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
-if [ -z "$kpkg" ]; then
-	apt-get update -q
-	kpkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')"
-fi
-kver="$(apt-cache policy "$kpkg" | awk '/Candidate:/ {print $2}')"
-kdir="$STATE_DIR/kernel/${kpkg#linux-image-}_${kver}"
-if [ -f "$kdir/.complete" ]; then
-	echo "present: $kdir"
-else
-	echo "downloading $kpkg $kver with apt-get download and unpacking it..."
-	tmp="$(mktemp -d)"
-	chown _apt "$tmp" 2>/dev/null || chmod 0777 "$tmp" # apt downloads as its own user
-	(cd "$tmp" && apt-get download -q "$kpkg=$kver")
-	rm -rf "$kdir.tmp"
-	mkdir -p "$kdir.tmp"
-	dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$kdir.tmp"
-	rm -rf "$tmp"
-	touch "$kdir.tmp/.complete"
-	rm -rf "$kdir"
-	mv "$kdir.tmp" "$kdir"
-	echo "unpacked into $kdir"
+	kver="$(apt-cache policy "$kpkg" | awk '/Candidate:/ {print $2}')"
+	kdir="$STATE_DIR/kernel/${kpkg#linux-image-}_${kver}"
+	if [ -f "$kdir/.complete" ]; then
+		echo "present: $kdir"
+	else
+		echo "downloading $kpkg $kver with apt-get download and unpacking it..."
+		tmp="$(mktemp -d)"
+		chown _apt "$tmp" 2>/dev/null || chmod 0777 "$tmp" # apt downloads as its own user
+		(cd "$tmp" && apt-get download -q "$kpkg=$kver")
+		rm -rf "$kdir.tmp"
+		mkdir -p "$kdir.tmp"
+		dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$kdir.tmp"
+		rm -rf "$tmp"
+		touch "$kdir.tmp/.complete"
+		rm -rf "$kdir"
+		mv "$kdir.tmp" "$kdir"
+		echo "unpacked into $kdir"
+	fi
 fi
 
 step "binaries (bin/airlockd, bin/airlock, bin/airlock-agent)"
@@ -227,8 +223,75 @@ echo "built in $REPO/bin"
 step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
+guest=()
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
-bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent --guest all
+[ "$microvm" = 1 ] && guest=(--guest)
+bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
 bin/airlock image ls --state-dir "$STATE_DIR"
+
+if [ "$tests" = 1 ]; then
+	step "PostgreSQL server binaries (the PostgreSQL store's tests; tests only)"
+	# The tests start throwaway servers of their own (internal/testpg:
+	# initdb in a temporary directory, a unix socket there, as the
+	# postgres user); they never use the cluster Debian's package creates.
+	pg_initdb() {
+		ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1
+	}
+	if [ -n "$(pg_initdb)" ] && [ -x "$(dirname "$(pg_initdb)")/postgres" ]; then
+		echo "present: $(dirname "$(pg_initdb)")"
+	else
+		echo "installing: postgresql"
+		apt_install postgresql
+		if [ -z "$(pg_initdb)" ]; then
+			echo "setup: installed postgresql but found no /usr/lib/postgresql/*/bin/initdb" >&2
+			exit 1
+		fi
+		echo "installed: $(dirname "$(pg_initdb)")"
+	fi
+	id postgres >/dev/null 2>&1 || { echo "setup: the postgresql package made no postgres user" >&2; exit 1; }
+
+	step "Node for the E2B SDK test (e2e/e2bsdk: Node >=20.18.1 <21 or >=22, and npm; tests only)"
+	# The pinned E2B SDKs need a newer Node than Debian 12's nodejs (18). The
+	# test installs them with npm ci from e2e/e2bsdk/package-lock.json.
+	node_ok() {
+		local v
+		v="$(node --version 2>/dev/null)" || return 1
+		v="${v#v}"
+		local major="${v%%.*}" rest="${v#*.}"
+		local minor="${rest%%.*}" patch="${rest#*.}"
+		patch="${patch%%[!0-9]*}"
+		[ "$major" -ge 22 ] && return 0
+		[ "$major" -eq 20 ] || return 1
+		[ "$minor" -gt 18 ] || { [ "$minor" -eq 18 ] && [ "$patch" -ge 1 ]; }
+	}
+	if node_ok && command -v npm >/dev/null; then
+		echo "present: node $(node --version), npm $(npm --version)"
+	else
+		echo "setup: the E2B SDK test (e2e/e2bsdk_test.go) needs Node >=20.18.1 <21 or >=22 with npm;" >&2
+		echo "setup: found node $(node --version 2>/dev/null || echo none), npm $(npm --version 2>/dev/null || echo none)." >&2
+		echo "setup: Debian 12's nodejs package is 18 and too old: install a Node 20.18.1+ or 22+ package that brings npm." >&2
+		exit 1
+	fi
+
+	step "versitygw ${VERSITYGW_VERSION} (the S3 server of the object-storage tests; tests only)"
+	if [ -x "$VERSITYGW_BIN" ] && [ -f "$VERSITYGW_STAMP" ] && [ "$(cat "$VERSITYGW_STAMP")" = "$VERSITYGW_VERSION" ]; then
+		echo "present: $VERSITYGW_BIN"
+	else
+		echo "building versitygw from the Go module proxy (about two minutes on two idle cores)..."
+		t=$SECONDS
+		mkdir -p "$(dirname "$VERSITYGW_BIN")"
+		gobin="$(mktemp -d /tmp/airlock-versitygw-XXXXXX)"
+		if ! (cd / && CGO_ENABLED=0 GOBIN="$gobin" go install -trimpath -buildvcs=false -ldflags='-s -w' \
+			"github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"); then
+			rm -rf "$gobin"
+			echo "setup: building versitygw failed" >&2
+			exit 1
+		fi
+		mv "$gobin/versitygw" "$VERSITYGW_BIN"
+		rm -rf "$gobin"
+		echo "$VERSITYGW_VERSION" >"$VERSITYGW_STAMP"
+		echo "installed $VERSITYGW_BIN in $((SECONDS - t)) s"
+	fi
+fi
 
 step "setup done in $((SECONDS - t0)) s"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/airlockhq/airlock"
 )
 
 // ErrClosed is returned once the connection to the agent is gone.
@@ -379,3 +381,9 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer, max int64) (
 }
 
 var errViolation = errors.New("protocol violation")
+
+// The Client is the domain's Agent; its Process the domain's Process.
+var (
+	_ airlock.Agent   = (*Client)(nil)
+	_ airlock.Process = (*Process)(nil)
+)

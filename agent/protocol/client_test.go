@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
@@ -309,10 +310,10 @@ func TestHostileSecondHello(t *testing.T) {
 }
 
 // startExec starts an exec against the fake agent and acknowledges it.
-func startExec(t *testing.T, c *protocol.Client, a *fakeAgent, stdout, stderr io.Writer) (*protocol.Process, uint32) {
+func startExec(t *testing.T, c *protocol.Client, a *fakeAgent, stdout, stderr io.Writer) (airlock.Process, uint32) {
 	t.Helper()
 	type started struct {
-		p   *protocol.Process
+		p   airlock.Process
 		err error
 	}
 	ch := make(chan started, 1)
@@ -342,7 +343,7 @@ func startExec(t *testing.T, c *protocol.Client, a *fakeAgent, stdout, stderr io
 	return nil, 0
 }
 
-func waitProcess(t *testing.T, p *protocol.Process) (protocol.ExitStatus, error) {
+func waitProcess(t *testing.T, p airlock.Process) (protocol.ExitStatus, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Code contexts: persistent interpreters the agent keeps in a session's
@@ -36,17 +38,18 @@ const (
 	ContextDead = "dead" // its interpreter ended; restart it
 )
 
-// ContextInfo describes one code context.
-type ContextInfo struct {
-	ID          string `json:"id"`
-	Language    string `json:"language"`
-	State       string `json:"state"`
-	CreatedAtMS int64  `json:"created_at_ms"` // unix milliseconds
-	Runs        int64  `json:"runs"`          // cells run (or started) in it
-}
+// ContextInfo, ContextRequest and CellResult are the domain's; see
+// messages.go.
+type (
+	ContextInfo    = airlock.ContextInfo
+	ContextRequest = airlock.ContextRequest
+	CellError      = airlock.CellError
+	CellOutput     = airlock.CellOutput
+	CellResult     = airlock.AgentCellResult
+)
 
-// Validate checks a context entry from the agent.
-func (c *ContextInfo) Validate() error {
+// validateContextInfo checks a context entry from the agent.
+func validateContextInfo(c *ContextInfo) error {
 	if !validContextID(c.ID) {
 		return fmt.Errorf("bad context id")
 	}
@@ -68,7 +71,7 @@ func validateContexts(cs []ContextInfo) error {
 	}
 	seen := make(map[string]bool, len(cs))
 	for i := range cs {
-		if err := cs[i].Validate(); err != nil {
+		if err := validateContextInfo(&cs[i]); err != nil {
 			return err
 		}
 		if seen[cs[i].ID] {
@@ -105,17 +108,6 @@ func validContextID(id string) bool {
 	return true
 }
 
-// ContextRequest is the payload of the context ops.
-type ContextRequest struct {
-	ID       string   `json:"id"`                 // chosen by the host
-	Language string   `json:"language,omitempty"` // create
-	Env      []string `json:"env,omitempty"`      // create: added to the agent's environment
-	// MemoryLimitBytes is the interpreter's RLIMIT_AS (create).
-	MemoryLimitBytes int64  `json:"memory_limit_bytes,omitempty"`
-	Code             string `json:"code,omitempty"`       // run
-	TimeoutMS        int64  `json:"timeout_ms,omitempty"` // run: interrupt the cell at the deadline
-}
-
 func (r *Request) validateContext() error {
 	c := r.Context
 	if c == nil {
@@ -144,34 +136,10 @@ func (r *Request) validateContext() error {
 	return nil
 }
 
-// CellError is an exception a cell raised.
-type CellError struct {
-	Name      string `json:"name"`
-	Value     string `json:"value"`
-	Traceback string `json:"traceback"`
-}
-
-// CellOutput is one rich output of a cell.
-type CellOutput struct {
-	Type string `json:"type"` // image/png (Data is base64), text/html or text/plain
-	Data string `json:"data"`
-}
-
-// CellResult ends a run.
-type CellResult struct {
-	Value      string       `json:"value,omitempty"` // text of the final expression's value
-	Error      *CellError   `json:"error,omitempty"`
-	Outputs    []CellOutput `json:"outputs,omitempty"`
-	Dropped    int          `json:"dropped,omitempty"` // outputs left out by the caps
-	TimedOut   bool         `json:"timed_out,omitempty"`
-	Died       bool         `json:"died,omitempty"` // the interpreter ended: the context is dead
-	DurationMS int64        `json:"duration_ms,omitempty"`
-}
-
-// Validate bounds a cell result from the agent: it cuts over-long text,
-// drops outputs of unknown types or bad encoding, and refuses only what
-// cannot be repaired.
-func (r *CellResult) Validate() error {
+// validateCellResult bounds a cell result from the agent: it cuts
+// over-long text, drops outputs of unknown types or bad encoding, and
+// refuses only what cannot be repaired.
+func validateCellResult(r *CellResult) error {
 	if r.DurationMS < 0 || r.Dropped < 0 {
 		return fmt.Errorf("negative value")
 	}

@@ -16,7 +16,9 @@
 //
 // The host treats everything the agent says as hostile: frame sizes are
 // bounded before allocation, JSON is decoded into fixed types and checked
-// by Validate methods, and any violation ends the connection. This package
-// owns the wire format, the message types, the host-side Client and the
+// by Validate, and any violation ends the connection. This package
+// owns the wire format, the message types (those the airlock.Agent
+// interface takes and returns are the domain's, aliased here), the
+// host-side Client (which implements airlock.Agent) and the
 // agent-side frame helpers; it must not know about sandboxes or backends.
 package protocol

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Limits on what either side may send, checked on decode.
@@ -97,14 +99,14 @@ func (r *Request) Validate() error {
 		if r.Prepare == nil {
 			return fmt.Errorf("prepare request without prepare")
 		}
-		return r.Prepare.Validate()
+		return validatePrepare(r.Prepare)
 	case OpContextCreate, OpContextRun, OpContextRestart, OpContextClose:
 		return r.validateContext()
 	case OpExec:
 		if r.Exec == nil {
 			return fmt.Errorf("exec request without exec")
 		}
-		return r.Exec.Validate()
+		return validateExec(r.Exec)
 	case OpPut, OpGet, OpList, OpStat, OpRemove, OpMkdir:
 		_, _, err := CleanPath(r.Path)
 		return err
@@ -114,42 +116,16 @@ func (r *Request) Validate() error {
 	return fmt.Errorf("unknown op %q", r.Op)
 }
 
-// ExecRequest runs a program.
-type ExecRequest struct {
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env,omitempty"` // KEY=VALUE, added to the agent's base environment
-	Cwd       string   `json:"cwd,omitempty"` // default /workspace
-	Stdin     bool     `json:"stdin,omitempty"`
-	TimeoutMS int64    `json:"timeout_ms,omitempty"` // agent kills the process group at the deadline
-	// Warm asks the agent to run the program in its prepared runtime when
-	// one matches Argv ([interpreter, file]); else it starts it afresh.
-	Warm bool `json:"warm,omitempty"`
-	// MemoryLimitBytes, if set, is the program's address-space limit
-	// (RLIMIT_AS), set before it runs: in a session one command that
-	// allocates too much fails alone instead of taking the sandbox down.
-	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
-	// RetainBytes, if set, makes the program outlive its host connection:
-	// the agent keeps the first RetainBytes of its stdout and of its
-	// stderr and, once it ends, its exit status, until a host collects
-	// them (see OpAttach). At most MaxRetainBytes.
-	RetainBytes int64 `json:"retain_bytes,omitempty"`
-	// Tag is the host's name for a retained program (its execution's
-	// ID), reported back by OpProcesses so that a host that reconnects
-	// knows which program is which: 0 to 64 of [A-Za-z0-9_-].
-	Tag string `json:"tag,omitempty"`
-	// Files are written (as by a put: a new file renamed into place,
-	// never through a link) before the program starts: the code of a
-	// one-shot run, handed in with the exec in one round trip. At most
-	// MaxInlineFiles files and MaxInlineBytes in all.
-	Files []InlineFile `json:"files,omitempty"`
-}
-
-// InlineFile is a small file handed in with an exec.
-type InlineFile struct {
-	Path string `json:"path"`
-	Mode uint32 `json:"mode,omitempty"` // permission bits; 0644 if 0
-	Data []byte `json:"data"`
-}
+// The messages the host's Client sends and receives through the
+// airlock.Agent interface are the domain's types; they are aliased here
+// and validated by the functions below.
+type (
+	ExecRequest = airlock.ExecRequest
+	InlineFile  = airlock.InlineFile
+	ExitStatus  = airlock.ExitStatus
+	Health      = airlock.AgentHealth
+	FileInfo    = airlock.FileInfo
+)
 
 // Bounds of the files handed in with an exec: the request, base64 and
 // all, stays well inside one frame.
@@ -158,8 +134,8 @@ const (
 	MaxInlineBytes = 96 << 10
 )
 
-// Validate bounds an exec request.
-func (e *ExecRequest) Validate() error {
+// validateExec bounds an exec request.
+func validateExec(e *ExecRequest) error {
 	if len(e.Argv) == 0 || e.Argv[0] == "" {
 		return fmt.Errorf("empty argv")
 	}
@@ -210,20 +186,8 @@ func (e *ExecRequest) Validate() error {
 	return nil
 }
 
-// ExitStatus ends an exec stream.
-type ExitStatus struct {
-	Code     int    `json:"code"`             // 0-255, or 128+signal when killed
-	Signal   int    `json:"signal,omitempty"` // the signal that ended it, if any
-	TimedOut bool   `json:"timed_out,omitempty"`
-	Error    string `json:"error,omitempty"` // the program could not start
-	// Bytes of a retained program's output beyond its RetainBytes: a host
-	// that collected the result by OpAttach got it cut when these are set.
-	StdoutDropped int64 `json:"stdout_dropped,omitempty"`
-	StderrDropped int64 `json:"stderr_dropped,omitempty"`
-}
-
-// Validate checks an exit status from the agent.
-func (s *ExitStatus) Validate() error {
+// validateExit checks an exit status from the agent.
+func validateExit(s *ExitStatus) error {
 	if s.Code < 0 || s.Code > 255 {
 		return fmt.Errorf("exit code %d out of range", s.Code)
 	}
@@ -251,23 +215,8 @@ type Response struct {
 	Contexts  []ContextInfo `json:"contexts,omitempty"`  // context_list; see context.go
 }
 
-// Health is the agent's view of itself.
-type Health struct {
-	UptimeMS  int64 `json:"uptime_ms"`
-	Processes int   `json:"processes"`
-}
-
-// FileInfo describes one file in the sandbox.
-type FileInfo struct {
-	Name    string `json:"name"`
-	Size    int64  `json:"size"`
-	Mode    uint32 `json:"mode"` // Go fs.FileMode bits
-	MtimeNS int64  `json:"mtime_ns"`
-	IsDir   bool   `json:"is_dir"`
-}
-
-// Validate checks a file entry from the agent.
-func (f *FileInfo) Validate() error {
+// validateFileInfo checks a file entry from the agent.
+func validateFileInfo(f *FileInfo) error {
 	if f.Name == "" || len(f.Name) > MaxNameBytes || strings.ContainsAny(f.Name, "/\x00") || f.Name == "." || f.Name == ".." {
 		return fmt.Errorf("bad file name %q", f.Name)
 	}
@@ -283,12 +232,12 @@ func (r *Response) Validate() error {
 		return fmt.Errorf("too many entries")
 	}
 	for i := range r.Entries {
-		if err := r.Entries[i].Validate(); err != nil {
+		if err := validateFileInfo(&r.Entries[i]); err != nil {
 			return err
 		}
 	}
 	if r.Info != nil {
-		if err := r.Info.Validate(); err != nil {
+		if err := validateFileInfo(r.Info); err != nil {
 			return err
 		}
 	}
@@ -341,11 +290,39 @@ func (s *SignalRequest) Validate() error {
 	return nil
 }
 
-// validator is implemented by every message type.
+// validator is implemented by the message types this package defines.
 type validator interface{ Validate() error }
 
-// Decode decodes a JSON control payload strictly into v and validates it.
-func Decode(payload []byte, v validator) error {
+// Validate checks a decoded message: a pointer to any message type, the
+// domain's included (whose checks live here, with the protocol's
+// bounds). A value of another type is an error.
+func Validate(v any) error {
+	switch m := v.(type) {
+	case validator:
+		return m.Validate()
+	case *ExecRequest:
+		return validateExec(m)
+	case *ExitStatus:
+		return validateExit(m)
+	case *FileInfo:
+		return validateFileInfo(m)
+	case *ProcessInfo:
+		return validateProcess(m)
+	case *ContextInfo:
+		return validateContextInfo(m)
+	case *CellResult:
+		return validateCellResult(m)
+	case *PrepareRequest:
+		return validatePrepare(m)
+	case *Health:
+		return nil
+	}
+	return fmt.Errorf("no validation for %T", v)
+}
+
+// Decode decodes a JSON control payload strictly into v (a pointer to a
+// message type) and validates it.
+func Decode(payload []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -355,7 +332,7 @@ func Decode(payload []byte, v validator) error {
 	if rest := payload[dec.InputOffset():]; len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
 		return fmt.Errorf("protocol: trailing data")
 	}
-	if err := v.Validate(); err != nil {
+	if err := Validate(v); err != nil {
 		return fmt.Errorf("protocol: %w", err)
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Process is a program running in the sandbox, started by Client.Exec or
@@ -28,8 +30,8 @@ var ErrNoStdin = errors.New("protocol: an attached process has no stdin")
 // writers as they arrive (nil discards); the writers are called from one
 // goroutine, never concurrently. Exec returns once the agent has started
 // the program; Wait returns its exit status.
-func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*Process, error) {
-	if err := req.Validate(); err != nil {
+func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (airlock.Process, error) {
+	if err := validateExec(&req); err != nil {
 		return nil, fmt.Errorf("protocol: %w", err)
 	}
 	return c.startProcess(ctx, Request{Op: OpExec, Exec: &req}, stdout, stderr)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Retained programs: an exec with RetainBytes outlives the connection it
@@ -24,20 +26,12 @@ const (
 	MaxProcessList = 1024     // entries of one processes response
 )
 
-// ProcessInfo describes one retained program.
-type ProcessInfo struct {
-	PID         int    `json:"pid"`
-	Argv0       string `json:"argv0"`         // at most MaxNameBytes
-	StartedAtMS int64  `json:"started_at_ms"` // unix milliseconds
-	TimeoutMS   int64  `json:"timeout_ms"`    // as asked in its exec; 0 for none
-	Running     bool   `json:"running"`       // false: ended, exit not yet delivered
-	Attached    bool   `json:"attached"`      // a live host stream reads it now
-	Tag         string `json:"tag,omitempty"` // the exec's Tag
-}
+// ProcessInfo is the domain's; see messages.go.
+type ProcessInfo = airlock.ProcessInfo
 
-// Validate checks a process entry from the agent; an over-long argv0 is
-// cut.
-func (p *ProcessInfo) Validate() error {
+// validateProcess checks a process entry from the agent; an over-long
+// argv0 (at most MaxNameBytes) is cut.
+func validateProcess(p *ProcessInfo) error {
 	if !validPID(p.PID) {
 		return fmt.Errorf("bad pid %d", p.PID)
 	}
@@ -60,7 +54,7 @@ func validateProcesses(ps []ProcessInfo) error {
 	}
 	seen := make(map[int]bool, len(ps))
 	for i := range ps {
-		if err := ps[i].Validate(); err != nil {
+		if err := validateProcess(&ps[i]); err != nil {
 			return err
 		}
 		if seen[ps[i].PID] {
@@ -86,7 +80,7 @@ func (c *Client) Processes(ctx context.Context) ([]ProcessInfo, error) {
 // (as much as was retained) goes to stdout and stderr, then what it
 // writes from now on; Wait returns its exit status. The Process has no
 // stdin (Write and CloseStdin fail with ErrNoStdin).
-func (c *Client) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (*Process, error) {
+func (c *Client) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (airlock.Process, error) {
 	r := Request{Op: OpAttach, PID: pid}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("protocol: %w", err)

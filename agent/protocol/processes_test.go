@@ -8,15 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
 )
 
 // startAttach attaches to pid against the fake agent and acknowledges it
 // with ackPID.
-func startAttach(t *testing.T, c *protocol.Client, a *fakeAgent, pid, ackPID int, stdout, stderr io.Writer) (*protocol.Process, uint32, error) {
+func startAttach(t *testing.T, c *protocol.Client, a *fakeAgent, pid, ackPID int, stdout, stderr io.Writer) (airlock.Process, uint32, error) {
 	t.Helper()
 	type started struct {
-		p   *protocol.Process
+		p   airlock.Process
 		err error
 	}
 	ch := make(chan started, 1)

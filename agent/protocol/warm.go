@@ -3,6 +3,8 @@ package protocol
 import (
 	"context"
 	"fmt"
+
+	"github.com/airlockhq/airlock"
 )
 
 // Runtimes that can be prepared warm: an interpreter started, the image's
@@ -14,21 +16,11 @@ import (
 // to reseed it from JavaScript, so clones of a warm Node would share it.
 const RuntimePython = "python"
 
-// PrepareRequest starts a warm runtime.
-type PrepareRequest struct {
-	Runtime string   `json:"runtime"`
-	Env     []string `json:"env,omitempty"`     // added to the agent's environment
-	Preload []string `json:"preload,omitempty"` // modules to import up front
-	// Checkpoint says the sandbox is checkpointed in this state: the
-	// runtime collects and trims its heap first, so the snapshot saves
-	// (and every restore loads) fewer pages. A runtime that serves a
-	// booted sandbox skips that work, which would cost every start CPU
-	// and save nothing.
-	Checkpoint bool `json:"checkpoint,omitempty"`
-}
+// PrepareRequest is the domain's; see messages.go.
+type PrepareRequest = airlock.PrepareRequest
 
-// Validate checks a prepare request.
-func (p *PrepareRequest) Validate() error {
+// validatePrepare checks a prepare request.
+func validatePrepare(p *PrepareRequest) error {
 	if p.Runtime != RuntimePython {
 		return fmt.Errorf("unknown runtime %q", p.Runtime)
 	}
@@ -50,7 +42,7 @@ func (p *PrepareRequest) Validate() error {
 
 // Prepare starts a warm runtime and returns once it is waiting for code.
 func (c *Client) Prepare(ctx context.Context, req PrepareRequest) error {
-	if err := req.Validate(); err != nil {
+	if err := validatePrepare(&req); err != nil {
 		return fmt.Errorf("protocol: %w", err)
 	}
 	_, err := c.roundTrip(ctx, Request{Op: OpPrepare, Prepare: &req})

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Errors go out in the shape each part of E2B's API has: {code, message}
@@ -56,7 +57,7 @@ func httpStatus(err error) (int, string, bool) {
 	if !errors.As(err, &ae) {
 		return http.StatusInternalServerError, "internal error", true
 	}
-	status := airlock.HTTPStatus(ae.Code)
+	status := problem.Status(ae.Code)
 	switch ae.Type {
 	case "disk-full", "file-too-large":
 		status = http.StatusInsufficientStorage

@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Keys resolves API keys to keys and tenants: the store, as the REST API
@@ -176,34 +175,9 @@ func (h *handler) unauthorized(w http.ResponseWriter) {
 // problem answers with err as the REST API would; internal errors are
 // logged, never sent.
 func (h *handler) problem(w http.ResponseWriter, err error) {
-	var e *airlock.Error
-	if !errors.As(err, &e) || !airlock.KnownCode(e.Code) || e.Code == airlock.EINTERNAL {
+	if problem.WriteError(w, err) {
 		h.cfg.Logger.Error("mcp: authenticating a request", "err", err)
-		err = airlock.Errorf(airlock.EINTERNAL, "internal error")
 	}
-	if d := airlock.RetryAfterOf(err); d > 0 {
-		w.Header().Set("Retry-After", rest.RetryAfterSeconds(d))
-	}
-	writeProblem(w, err)
 }
 
-func writeProblem(w http.ResponseWriter, err error) {
-	var e *airlock.Error
-	errors.As(err, &e)
-	status := rest.StatusFor(e.Code)
-	typ := e.Type
-	if typ == "" {
-		typ = strings.ReplaceAll(e.Code, "_", "-")
-	}
-	body, _ := json.Marshal(rest.Problem{
-		Type:   rest.ProblemTypePrefix + typ,
-		Title:  http.StatusText(status),
-		Status: status,
-		Detail: e.Message,
-		Code:   e.Code,
-	})
-	w.Header().Set("Content-Type", rest.ProblemContentType)
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
+func writeProblem(w http.ResponseWriter, err error) { problem.WriteError(w, err) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Defaults and bounds of Config.
@@ -406,23 +407,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *Problem
 	if id := info(r.Context()).id; id != "" && p.Instance == "" {
 		p.Instance = "urn:airlock:request:" + id
 	}
-	body, err := json.Marshal(p)
-	if err != nil && p.Extensions != nil { // an extension that does not encode: send the rest
+	if err := problem.Write(w, p); err != nil {
 		s.log.Error("problem extension does not encode", "err", err)
-		q := *p
-		q.Extensions = nil
-		body, err = json.Marshal(q)
 	}
-	if err != nil { // cannot happen: only strings and an int
-		body = []byte(`{"type":"` + ProblemTypePrefix + `internal","title":"Internal Server Error","status":500}`)
-	}
-	h := w.Header()
-	h.Del("Content-Length")
-	h.Set("Content-Type", ProblemContentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(p.Status)
-	w.Write(append(body, '\n'))
 }
 
 // writeJSON sends v with the status.

@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/cgroups"
 	"github.com/airlockhq/airlock/internal/loopdisk"
+	"github.com/airlockhq/airlock/internal/mountinfo"
 )
 
 // hostState is what the suite compares before and after a case.
@@ -185,10 +186,10 @@ func liveNetns(netns []string, kept []int) []string {
 			found[l] = true
 		}
 	}
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for n := range want {
-			if strings.Contains(string(mi), " "+n+" ") {
-				found[n] = true
+	if ms, err := mountinfo.Self(); err == nil {
+		for _, m := range ms {
+			if want[m.Root] {
+				found[m.Root] = true
 			}
 		}
 	}

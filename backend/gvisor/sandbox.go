@@ -53,7 +53,7 @@ var (
 func (s *Sandbox) ID() string { return s.id }
 
 // Agent is the connection to the agent.
-func (s *Sandbox) Agent() *protocol.Client { return s.agent }
+func (s *Sandbox) Agent() airlock.Agent { return s.agent }
 
 // WorkspaceDir is the host directory behind /workspace.
 func (s *Sandbox) WorkspaceDir() string { return filepath.Join(s.dir, "disk", "workspace") }

@@ -80,7 +80,7 @@ var _ airlock.Sandbox = (*Sandbox)(nil)
 func (s *Sandbox) ID() string { return s.id }
 
 // Agent is the connection to the agent in the guest.
-func (s *Sandbox) Agent() *protocol.Client { return s.agent }
+func (s *Sandbox) Agent() airlock.Agent { return s.agent }
 
 // WorkspaceDir is where the host reads the workspace after Stop (the
 // scratch disk mounted read-only); empty before.

@@ -16,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/backend/namespaces"
 	"github.com/airlockhq/airlock/backend/namespaces/nsinit"
+	"github.com/airlockhq/airlock/internal/harden"
 	"github.com/airlockhq/airlock/internal/testenv"
 )
 
@@ -120,7 +121,7 @@ c = socket.create_connection(s.getsockname()); print("ok")`)
 func TestSeccompDeniesWithEPERM(t *testing.T) {
 	b := testenv.Namespaces(t)
 	sb := newSandbox(t, b, airlock.DefaultLimits)
-	denied, _ := json.Marshal(nsinit.DeniedSyscalls())
+	denied, _ := json.Marshal(harden.DeniedSyscalls())
 	out, errOut, st := run(t, sb, "python3", "-c", fmt.Sprintf(`
 import ctypes, errno, json, socket
 libc = ctypes.CDLL(None, use_errno=True)

@@ -60,8 +60,8 @@ func open(t *testing.T, srv *s3test.Server, extra ...string) *s3.Bucket {
 	return b
 }
 
-// TestBucket runs every case against one SeaweedFS server (it takes a
-// while to start).
+// TestBucket runs every case against one versitygw server, started once
+// for all of them.
 func TestBucket(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t)

@@ -49,9 +49,7 @@ var rules = []rule{
 // each entry must still exist (the test fails when one is gone, so the
 // list only shrinks).
 var exempt = map[string]string{
-	". -> agent/protocol":                    "Sandbox.Agent returns the protocol's client; an Agent interface replaces it",
 	"backend/microvm -> service/image":       "guest artefacts are found through the image store",
-	"fleet -> api/rest":                      "the fleet writes problems with the REST API's writer; one problem writer replaces it",
 	"service/image -> backend/microvm/guest": "the image builder writes the guest's config",
 }
 

@@ -1,33 +1,30 @@
 // Package teststack builds one node of the service in a test's process,
-// real from end to end: SQLite on a temporary file, the built images, a
-// gVisor backend of the test's own, the provisioner, the runner, the
-// one-shot manager, the session manager and the HTTP API on a loopback
-// server. Everything is torn down when the test ends, and the backend's
+// real from end to end, with node.New (the assembly airlockd uses):
+// SQLite on a temporary file, the built images, a gVisor backend of the
+// test's own, the provisioner, the runner, the one-shot manager, the
+// session manager and the HTTP API on a loopback port. Everything is torn down when the test ends, and the backend's
 // own cleanup (testenv.GVisor) fails the test if anything of a sandbox is
 // left on the host. Tests of several packages share it.
 package teststack
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/blob/disk"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/seal"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/node"
 	"github.com/airlockhq/airlock/service/image"
 	"github.com/airlockhq/airlock/service/oneshot"
 	"github.com/airlockhq/airlock/service/provision"
@@ -109,8 +106,8 @@ type Stack struct {
 	SessionCfg  session.Config
 	Registry    *prometheus.Registry
 	API         http.Handler // the REST API's handler
-	Server      *httptest.Server
-	URL         string
+	Node        *node.Node
+	URL         string // empty with Options.NoServer
 	Logger      *slog.Logger
 }
 
@@ -120,7 +117,9 @@ var SmallSessions = map[airlock.SessionSize]session.Size{
 }
 
 // New builds a stack, or skips when the machine lacks root, runsc or the
-// images (and fails instead where testenv says everything must run).
+// images (and fails instead where testenv says everything must run). The
+// stack is a node.New node in a temporary state directory, serving on a
+// loopback port, with the parts Options give.
 func New(t testing.TB, o Options) *Stack {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -129,168 +128,129 @@ func New(t testing.TB, o Options) *Stack {
 	for _, name := range []string{"base", "python-ds"} {
 		testenv.Image(t, name)
 	}
-	s := &Stack{Images: images, Backend: o.Backend, Store: o.Store, Registry: prometheus.NewRegistry()}
+	s := &Stack{Backend: o.Backend, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if s.Backend == nil {
 		s.Backend = testenv.GVisor(t) // registered first: its clean-host check runs last
 	}
-	s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx := context.Background()
 	dir := t.TempDir()
-	var err error
-	if s.Store == nil {
-		s.Store, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "airlock.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Store.Close() })
-	}
 	s.BlobDir = o.BlobDir
 	if s.BlobDir == "" {
 		s.BlobDir = filepath.Join(dir, "blobs")
 	}
-	s.Blobs, err = disk.New(disk.Config{Dir: s.BlobDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Blobs.Close() })
-	snapDir := ""
-	if o.Snapshots || o.SnapshotDir != "" {
-		snapDir = o.SnapshotDir
-		if snapDir == "" {
-			snapDir = filepath.Join(dir, "snapshots")
-		}
-	}
-	pool := o.Pool
-	if pool.Max == 0 && len(o.Warm) == 0 && len(o.WarmSessions) == 0 {
-		pool.Disabled = true
-	}
-	var quotas provision.Quotas
-	if o.Ledger != nil {
-		s.Quotas, quotas = o.Ledger, o.Ledger
-	} else if o.Quotas != nil {
-		s.Quotas, err = quota.New(quota.Config{Defaults: o.Quotas, Store: s.Store, FlushInterval: time.Second, FlushGap: 100 * time.Millisecond, Metrics: s.Registry, Logger: s.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Quotas.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { // after the sessions and the provisioner (cleanups run last first)
-			if err := s.Quotas.Close(context.Background()); err != nil {
-				t.Errorf("close the quotas: %v", err)
-			}
-		})
-		quotas = s.Quotas
-	}
-	s.Provisioner, err = provision.New(provision.Config{
-		Backends:    append([]airlock.Backend{s.Backend}, o.Extra...),
-		Admission:   o.Admission,
-		Quotas:      quotas,
-		SnapshotDir: snapDir,
-		Pool:        pool,
-		Egress:      o.Egress,
-		Quarantines: o.Quarantines,
-		Metrics:     s.Registry,
-		Logger:      s.Logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Runner, err = run.New(run.Config{Store: s.Store, Metrics: s.Registry, Watchdog: o.Watchdog, Logger: s.Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limits := o.Limits
-	if limits == (airlock.Limits{}) {
-		limits = airlock.DefaultLimits
-	}
-	s.Manager, err = oneshot.New(oneshot.Config{
-		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Blobs: s.Blobs,
-		Limits: limits, MaxTimeout: o.MaxTimeout, NetworkAllow: o.NetworkAllow, Logger: s.Logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Snapshots, pause and fork, under a master key of the test's.
 	s.MasterKey = o.MasterKey
 	if s.MasterKey == nil {
 		s.MasterKey, _ = seal.GenerateMasterKey()
 	}
-	keys, err := seal.NewKeys(s.Store, s.MasterKey)
+	n, err := node.New(context.Background(), o.config(s, dir), o.parts(s, images)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SessionCfg = session.Config{
-		Provisioner: s.Provisioner, Runner: s.Runner, Images: images, Store: s.Store, Sessions: s.Store,
-		Egress: o.Egress, EgressLog: o.EgressLog, Sizes: SmallSessions, ReapInterval: 200 * time.Millisecond,
-		Logger: s.Logger,
-		Keep:   session.KeepConfig{Store: s.Store, Keys: keys, Blobs: s.Blobs, PauseDir: filepath.Join(dir, "paused")},
-	}
-	if o.Session != nil {
-		o.Session(&s.SessionCfg)
-	}
-	s.Sessions, err = session.New(s.SessionCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Manager.Warm(ctx, o.Warm); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range o.WarmSessions {
-		name, size, _ := strings.Cut(w, "/")
-		if err := s.Sessions.Warm(ctx, name, airlock.SessionSize(size)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Provisioner.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Runs before the store closes and before the backend's clean check:
-	// sandboxes are destroyed in the background and their destroy times
-	// recorded in the store.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	// Stops admitting, ends the sessions and closes the node, before the
+	// backend's clean check: sandboxes are destroyed and their destroy
+	// times recorded in the store.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := s.Provisioner.Close(ctx); err != nil {
-			t.Errorf("close the provisioner: %v", err)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stop the node: %v", err)
 		}
 	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := s.Sessions.Close(ctx); err != nil {
-			t.Errorf("close the sessions: %v", err)
-		}
-	})
-	if o.NoServer {
-		return s
+	if !o.NoServer {
+		s.URL = n.URL()
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	var sessions airlock.SessionService = s.Sessions
-	if o.WrapSessions != nil {
-		sessions = o.WrapSessions(sessions)
-	}
-	cfg := rest.Config{
-		Store: s.Store, Events: s.Store, Blobs: s.Blobs, Executor: s.Manager, Sessions: sessions,
-		SigningKey: key, MaxTimeout: o.MaxTimeout, Logger: s.Logger,
-	}
-	if s.Quotas != nil {
-		cfg.Usage = s.Quotas
-	}
-	api, err := rest.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.API = api.Handler()
-	root := s.API
-	if o.Serve != nil {
-		root = o.Serve(s, s.API)
-	}
-	s.Server = httptest.NewServer(root)
-	t.Cleanup(s.Server.Close)
-	s.URL = s.Server.URL
 	return s
+}
+
+// config is the node's Config for the options: a node of the defaults
+// without the parts a test brings itself (egress proxy, abuse monitor,
+// E2B routes), cold unless the options ask for snapshots or a pool.
+func (o Options) config(s *Stack, dir string) node.Config {
+	c := node.Defaults()
+	c.StateDir, c.Listen, c.Logger = dir, "127.0.0.1:0", s.Logger
+	c.KeepSessions = false
+	c.Abuse.Off = true
+	c.Egress.Disabled = true
+	c.E2B.Enabled = false
+	c.Blobs.Dir = s.BlobDir
+	c.Keep.MasterKey = s.MasterKey
+	c.NoSnapshots = !o.Snapshots && o.SnapshotDir == ""
+	c.SnapshotDir = o.SnapshotDir
+	c.Pool = o.Pool
+	if c.Pool.Max == 0 && len(o.Warm) == 0 && len(o.WarmSessions) == 0 {
+		c.Pool.Disabled = true
+	}
+	c.Warm, c.Sessions.Warm = o.Warm, o.WarmSessions
+	c.Sessions.Sizes = SmallSessions
+	c.Sessions.Max = o.Admission.Sessions
+	c.Sessions.MaxPerTenant = o.Admission.SessionsPerTenant
+	if c.Sessions.MaxPerTenant == 0 {
+		c.Sessions.MaxPerTenant = 8
+	}
+	c.MaxConcurrent, c.TenantShare, c.MaxQueue = o.Admission.OneShot, o.Admission.OneShotTenantShare, o.Admission.MaxQueue
+	c.Quotas = node.QuotaConfig{Defaults: o.Quotas, Flush: time.Second, FlushGap: 100 * time.Millisecond}
+	limits := o.Limits
+	if limits == (airlock.Limits{}) {
+		limits = airlock.DefaultLimits
+	}
+	c.DefaultTimeout, c.MemoryMiB = limits.Timeout, limits.MemoryBytes>>20
+	if o.MaxTimeout > 0 {
+		c.MaxTimeout = o.MaxTimeout
+	}
+	return c
+}
+
+// parts are the node's Options for the options: the test's backends, and
+// whatever store, ledger, egress, watchdog and hooks it brought.
+func (o Options) parts(s *Stack, images *image.Store) []node.Option {
+	parts := []node.Option{
+		node.WithImages(images),
+		node.WithBackends(append([]airlock.Backend{s.Backend}, o.Extra...)...),
+		node.WithoutDefaultTenant(),
+		node.WithEgress(o.Egress, o.EgressLog, o.NetworkAllow),
+		node.WithWatchdog(o.Watchdog),
+		node.WithQuarantines(o.Quarantines),
+		node.WithSessionConfig(func(c *session.Config) {
+			c.ReapInterval = 200 * time.Millisecond
+			if o.Session != nil {
+				o.Session(c)
+			}
+			s.SessionCfg = *c
+		}),
+		node.WithSessionService(func(svc airlock.SessionService) airlock.SessionService {
+			if o.WrapSessions != nil {
+				return o.WrapSessions(svc)
+			}
+			return svc
+		}),
+		node.WithFrontDoor(func(n *node.Node, api http.Handler) http.Handler {
+			s.fill(n, o)
+			s.API = api
+			if o.Serve != nil {
+				return o.Serve(s, api)
+			}
+			return api
+		}),
+	}
+	if o.Store != nil {
+		parts = append(parts, node.WithStore(o.Store))
+	}
+	if o.Ledger != nil {
+		parts = append(parts, node.WithQuotas(o.Ledger))
+	}
+	return parts
+}
+
+// fill sets the stack's fields to the parts of n.
+func (s *Stack) fill(n *node.Node, o Options) {
+	s.Node, s.Images, s.Registry = n, n.Images, n.Registry
+	s.Store, _ = n.Store.(*sqlite.DB)
+	s.Blobs, _ = n.Blobs.(*disk.Dir)
+	s.Provisioner, s.Runner, s.Manager, s.Sessions = n.Provisioner, n.Runner, n.OneShot, n.Sessions
+	if o.Ledger != nil || o.Quotas != nil {
+		s.Quotas = n.Quotas
+	}
 }
 
 // Tenant is a tenant of the stack with an API key and a client.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/service/abuse"
 	"github.com/airlockhq/airlock/store/sqlite"
@@ -33,7 +32,7 @@ var (
 func newFake(id string) *fakeSandbox { return &fakeSandbox{id: id, done: make(chan struct{})} }
 
 func (s *fakeSandbox) ID() string                    { return s.id }
-func (s *fakeSandbox) Agent() *protocol.Client       { return nil }
+func (s *fakeSandbox) Agent() airlock.Agent          { return nil }
 func (s *fakeSandbox) WorkspaceDir() string          { return "" }
 func (s *fakeSandbox) Done() <-chan struct{}         { return s.done }
 func (s *fakeSandbox) Stop(context.Context) error    { return nil }

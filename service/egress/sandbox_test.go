@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -89,7 +88,7 @@ except Exception as e:
 type world struct {
 	*fixture
 	mgr    *session.Manager
-	api    *httptest.Server
+	api    string // the REST API's base URL
 	key    string
 	cred   string
 	ticket struct {
@@ -205,7 +204,7 @@ func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 			c.DefaultImage = "base"
 		},
 	})
-	w.mgr, w.api = st.Sessions, st.Server
+	w.mgr, w.api = st.Sessions, st.URL
 	secret, key := airlock.NewAPIKey(w.tenant.ID, "", time.Now())
 	if err := store.CreateAPIKey(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -257,7 +256,7 @@ func (w *world) session(t testing.TB, network *airlock.NetworkPolicy, scopes ...
 
 func (w *world) call(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, w.api.URL+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, w.api+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+w.key)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -520,7 +519,7 @@ func TestSandboxEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		asGlobex := func(body string) (int, string) {
-			req, _ := http.NewRequest("POST", w.api.URL+"/v1/sessions", strings.NewReader(body))
+			req, _ := http.NewRequest("POST", w.api+"/v1/sessions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+gsecret)
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
@@ -626,7 +625,7 @@ func TestSandboxEgress(t *testing.T) {
 			t.Errorf("unknown session: %d", code)
 		}
 		// The typed client pages the same way.
-		c, err := client.New(client.Config{BaseURL: w.api.URL, APIKey: w.key})
+		c, err := client.New(client.Config{BaseURL: w.api, APIKey: w.key})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package image
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/mountinfo"
 )
 
 // lockImages takes the exclusive build lock of imagesDir, waiting for it
@@ -50,54 +49,13 @@ func lockImages(ctx context.Context, imagesDir string, w io.Writer) (func(), err
 
 // mountsUnder returns the mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Self()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
-// path in /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			ok := true
-			for _, d := range s[i+1 : i+4] {
-				if d < '0' || d > '7' {
-					ok = false
-					break
-				}
-				c = c*8 + byte(d-'0')
-			}
-			if ok {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	out := mountinfo.Under(ms, dir)
+	mountinfo.DeepestFirst(out)
+	return out, nil
 }
 
 // removeTree removes dir after detaching whatever a killed debootstrap

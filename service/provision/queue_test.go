@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/service/provision"
 )
@@ -61,7 +60,7 @@ type stubSandbox struct {
 }
 
 func (s *stubSandbox) ID() string                                   { return s.id }
-func (s *stubSandbox) Agent() *protocol.Client                      { return nil }
+func (s *stubSandbox) Agent() airlock.Agent                         { return nil }
 func (s *stubSandbox) WorkspaceDir() string                         { return "" }
 func (s *stubSandbox) Stats(context.Context) (airlock.Stats, error) { return airlock.Stats{}, nil }
 func (s *stubSandbox) Stop(context.Context) error                   { return nil }

@@ -36,10 +36,16 @@ func (l *Ledger) Flush(ctx context.Context) error {
 		}
 	}
 	l.mu.Unlock()
-	if l.cfg.Store == nil || len(deltas) == 0 {
+	if l.cfg.Store == nil || (len(deltas) == 0 && l.cfg.Shared == nil) {
 		return nil
 	}
-	err := l.cfg.Store.AddUsage(ctx, deltas)
+	var err error
+	if len(deltas) > 0 {
+		err = l.cfg.Store.AddUsage(ctx, deltas)
+	}
+	if err == nil && l.cfg.Shared != nil {
+		return l.readBack(ctx, today)
+	}
 	if err != nil {
 		// Not written: count them as pending again.
 		l.mu.Lock()
@@ -53,6 +59,28 @@ func (l *Ledger) Flush(ctx context.Context) error {
 		l.mu.Unlock()
 	}
 	return err
+}
+
+// readBack sets today's written counters to the store's, which hold
+// every node's writes (l.flushMu held, after this node's own writes).
+func (l *Ledger) readBack(ctx context.Context, today string) error {
+	usage, err := l.cfg.Store.DailyUsage(ctx, today)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, t := range l.tenants {
+		if _, ok := usage[id]; !ok {
+			if d := t.days[today]; d != nil {
+				d.stored = airlock.DailyUsage{}
+			}
+		}
+	}
+	for id, u := range usage {
+		l.tenant(id).day(today).stored = u
+	}
+	return nil
 }
 
 // forgetDay drops a past day's counters once nothing of them is pending.

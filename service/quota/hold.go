@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -43,6 +44,7 @@ type Hold struct {
 	milliCPU int64
 	admitted time.Time
 	exec     time.Time // the run's place in the minute's window
+	rec      Record    // as the fleet's shared counters have it (Config.Shared)
 
 	// Under l.mu:
 	started bool
@@ -57,10 +59,15 @@ type Hold struct {
 func (l *Ledger) Admit(tenantID string, c Claim) (*Hold, error) {
 	now := l.cfg.Now()
 	h := &Hold{l: l, tenantID: tenantID, claim: c, milliCPU: milli(c.CPUs), admitted: now}
+	if l.cfg.Shared != nil {
+		if err := l.admitShared(tenantID, h, now); err != nil {
+			return nil, err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.tenant(tenantID)
-	if !c.Force {
+	if !c.Force && l.cfg.Shared == nil {
 		if err := l.check(tenantID, t, h, now); err != nil {
 			l.refusals.WithLabelValues(string(RefusalOf(err))).Inc()
 			return nil, err
@@ -197,6 +204,12 @@ func (h *Hold) Release() {
 			}
 		}
 		l.mu.Unlock()
+		if h.rec.ID != "" {
+			ctx := context.Background()
+			if err := l.cfg.Shared.Drop(ctx, h.tenantID, h.rec, !started); err != nil {
+				l.cfg.Logger.Warn("quota: giving a hold back to the fleet's counters (tried again)", "tenant", h.tenantID, "err", err)
+			}
+		}
 		if started {
 			select {
 			case l.nudge <- struct{}{}:

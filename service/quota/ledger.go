@@ -30,6 +30,12 @@ type Config struct {
 	// FlushGap is the least time between two writes (1 s): ends that
 	// come faster are written together.
 	FlushGap time.Duration
+	// Shared, if set, keeps the concurrent quotas' holds and the
+	// executions per minute for the whole fleet (EtcdCounters); nil keeps
+	// them in this ledger's memory, for one node alone. With it the day's
+	// counters are also read back from the store at every flush, so each
+	// node sees the others' use within FlushInterval.
+	Shared Shared
 	// Metrics registers airlock_quota_refusals_total{quota}; nil keeps it
 	// in a private registry.
 	Metrics prometheus.Registerer
@@ -388,6 +394,9 @@ func RefusalOf(err error) Key {
 // the tenant's executions per minute, or refuses it.
 func (l *Ledger) Exec(tenantID string) error {
 	now := l.cfg.Now()
+	if l.cfg.Shared != nil {
+		return l.execShared(tenantID, now)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.tenant(tenantID)
@@ -458,19 +467,45 @@ func (l *Ledger) usageOf(t *tenant, k Key, now time.Time) int64 {
 
 var _ airlock.UsageService = (*Ledger)(nil)
 
-// Usage returns the tenant's use of every quota now (GET /v1/usage).
+// Usage returns the tenant's use of every quota now (GET /v1/usage); on
+// a fleet, what the whole fleet holds.
 func (l *Ledger) Usage(ctx context.Context, tenant *airlock.Tenant) (*airlock.Usage, error) {
-	return l.UsageOf(tenant.ID), nil
+	return l.usage(ctx, tenant.ID)
 }
 
-// UsageOf returns the tenant's use of every quota now.
+// UsageOf returns the tenant's use of every quota now (on a fleet whose
+// counters cannot be read, what this node knows).
 func (l *Ledger) UsageOf(tenantID string) *airlock.Usage {
+	u, err := l.usage(context.Background(), tenantID)
+	if err != nil {
+		u, _ = l.usageFrom(tenantID, nil)
+	}
+	return u
+}
+
+func (l *Ledger) usage(ctx context.Context, tenantID string) (*airlock.Usage, error) {
+	if l.cfg.Shared == nil {
+		return l.usageFrom(tenantID, nil)
+	}
+	st, err := l.cfg.Shared.State(ctx, tenantID)
+	if err != nil {
+		return nil, sharedProblem(err)
+	}
+	return l.usageFrom(tenantID, &st)
+}
+
+// usageFrom computes the usage from this ledger's memory, with the
+// fleet's holds and executions if st is not nil.
+func (l *Ledger) usageFrom(tenantID string, st *SharedState) (*airlock.Usage, error) {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.tenants[tenantID]
 	if t == nil {
 		t = &tenant{holds: map[*Hold]struct{}{}, days: map[string]*dayCount{}}
+	}
+	if st != nil {
+		t = t.withShared(*st)
 	}
 	u := &airlock.Usage{TenantID: tenantID, At: now.UTC()}
 	for _, k := range Keys() {
@@ -486,7 +521,7 @@ func (l *Ledger) UsageOf(tenantID string) *airlock.Usage {
 		}
 		u.Quotas = append(u.Quotas, q)
 	}
-	return u
+	return u, nil
 }
 
 // milli turns vCPU into thousandths.

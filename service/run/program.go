@@ -73,7 +73,7 @@ type Job struct {
 	// the record is written: it may add artifacts to e.
 	Collect func(ctx context.Context, e *airlock.Execution) error
 	// Started, if set, is told the running program (for signals).
-	Started func(pid int, executionID string, p *protocol.Process)
+	Started func(pid int, executionID string, p airlock.Process)
 	// Ended, when closed, ends the run: the sandbox's owner is gone
 	// (ErrEnded). Detached, when closed, leaves the program running and
 	// its record open: the server lets go of the sandbox at a clean stop.
@@ -234,7 +234,7 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 
 // start hands the job's files in and starts its program (or attaches to
 // the one it adopts), and returns the program and when it started.
-func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execution, job Job, stdout, stderr *capture) (*protocol.Process, time.Time, error) {
+func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execution, job Job, stdout, stderr *capture) (airlock.Process, time.Time, error) {
 	agent := sb.Agent()
 	pr := job.Program
 	if job.AttachPID > 0 {
@@ -288,7 +288,7 @@ func (r *Runner) start(ctx context.Context, sb airlock.Sandbox, e *airlock.Execu
 // kills the program's group at its timeout; if it has not reported the
 // end KillGrace later, the host sends SIGKILL to the group itself and
 // waits KillGrace more (not when the sandbox is stopped next anyway).
-func (r *Runner) wait(ctx context.Context, p *protocol.Process, start time.Time, job Job) (protocol.ExitStatus, error, outcome) {
+func (r *Runner) wait(ctx context.Context, p airlock.Process, start time.Time, job Job) (protocol.ExitStatus, error, outcome) {
 	left := time.Until(start.Add(job.Program.Timeout + r.cfg.KillGrace))
 	deadline := time.NewTimer(max(left, 0))
 	defer deadline.Stop()

@@ -39,7 +39,7 @@ type hostSandbox struct {
 }
 
 func (s *hostSandbox) ID() string                    { return "host" }
-func (s *hostSandbox) Agent() *protocol.Client       { return s.agent }
+func (s *hostSandbox) Agent() airlock.Agent          { return s.agent }
 func (s *hostSandbox) WorkspaceDir() string          { return s.ws }
 func (s *hostSandbox) Done() <-chan struct{}         { return s.done }
 func (s *hostSandbox) Destroy(context.Context) error { return nil }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/service/run"
 )
 
@@ -105,8 +104,8 @@ func (m *Manager) execJob(l *live, target run.Target, p run.Program, obs airlock
 
 // tracker returns the Started hook that lists a session's running
 // program; the program is dropped from the list when it ends.
-func (m *Manager) tracker(l *live) func(pid int, executionID string, p *protocol.Process) {
-	return func(pid int, executionID string, p *protocol.Process) {
+func (m *Manager) tracker(l *live) func(pid int, executionID string, p airlock.Process) {
+	return func(pid int, executionID string, p airlock.Process) {
 		if pid <= 0 {
 			return
 		}

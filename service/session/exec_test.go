@@ -115,7 +115,7 @@ func TestExecStreamsAsItHappens(t *testing.T) {
 	t.Logf("first line after %v, end after %v", out.at.Sub(start), end.Sub(start))
 
 	// The raw stream: event names in order, one JSON data line each.
-	req, _ := http.NewRequest("POST", s.srv.URL+"/v1/sessions/"+sess.ID+"/exec", strings.NewReader(`{"cmd": ["printf", "\\xff\\xfe"]}`))
+	req, _ := http.NewRequest("POST", s.URL+"/v1/sessions/"+sess.ID+"/exec", strings.NewReader(`{"cmd": ["printf", "\\xff\\xfe"]}`))
 	req.Header.Set("Authorization", "Bearer "+s.a.key)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)

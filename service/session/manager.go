@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/service/provision"
 )
 
@@ -60,7 +59,7 @@ func (l *live) sb() airlock.Sandbox {
 
 // running is an exec in progress, for signals and GET.
 type running struct {
-	p           *protocol.Process
+	p           airlock.Process
 	executionID string
 	started     time.Time
 }

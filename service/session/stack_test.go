@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +29,6 @@ type stack struct {
 	backend *gvisor.Backend
 	mgr     *session.Manager
 	cfg     session.Config
-	srv     *httptest.Server
 	a, b    tenantClient
 }
 
@@ -62,7 +60,7 @@ func newStackWith(t *testing.T, o teststack.Options) *stack {
 func newBareStack(t *testing.T, o teststack.Options) *stack {
 	t.Helper()
 	st := teststack.New(t, o)
-	return &stack{t: t, Stack: st, store: st.Store, backend: st.Backend, mgr: st.Sessions, cfg: st.SessionCfg, srv: st.Server}
+	return &stack{t: t, Stack: st, store: st.Store, backend: st.Backend, mgr: st.Sessions, cfg: st.SessionCfg}
 }
 
 func (s *stack) newTenant(name string) tenantClient {
@@ -76,7 +74,7 @@ func (s *stack) newTenant(name string) tenantClient {
 	if err := s.store.CreateAPIKey(ctx, key); err != nil {
 		s.t.Fatal(err)
 	}
-	c, err := client.New(client.Config{BaseURL: s.srv.URL, APIKey: secret})
+	c, err := client.New(client.Config{BaseURL: s.URL, APIKey: secret})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -132,7 +130,7 @@ func wantProblem(t *testing.T, what string, err error, status int, slug string) 
 // raw sends a raw request and returns the status, content type and body.
 func (s *stack) raw(method, path, key, contentType string, body io.Reader, header ...string) (int, string, string) {
 	s.t.Helper()
-	req, err := http.NewRequestWithContext(ctxFor(s.t, time.Minute), method, s.srv.URL+path, body)
+	req, err := http.NewRequestWithContext(ctxFor(s.t, time.Minute), method, s.URL+path, body)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -170,7 +168,7 @@ func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 // another stack on the same store).
 func (s *stack) newClientFor(tc tenantClient) *client.Client {
 	s.t.Helper()
-	c, err := client.New(client.Config{BaseURL: s.srv.URL, APIKey: tc.key})
+	c, err := client.New(client.Config{BaseURL: s.URL, APIKey: tc.key})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
 	"github.com/airlockhq/airlock/store/migrations"
@@ -161,7 +162,7 @@ func wantUnavailable(t *testing.T, what string, err error, typ string) {
 		airlock.RetryAfterOf(err) <= 0 || ae.Err == nil {
 		t.Fatalf("%s: %+v, want %s/%s with a message naming the store, a RetryAfter and the cause", what, ae, airlock.EUNAVAILABLE, typ)
 	}
-	if got := airlock.HTTPStatus(airlock.ErrorCode(err)); got != 503 {
+	if got := problem.Status(airlock.ErrorCode(err)); got != 503 {
 		t.Fatalf("%s: HTTP status %d, want 503", what, got)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlockhq/airlock/backend/namespaces/nsinit"
+	"github.com/airlockhq/airlock/internal/harden"
 )
 
 // maxOpenFiles is RLIMIT_NOFILE inside the guest, as in the other
@@ -75,7 +75,7 @@ func run() (string, error) {
 			return "modules", err
 		}
 	}
-	if err := harden(); err != nil {
+	if err := setSysctls(); err != nil {
 		return "sysctls", err
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
@@ -180,7 +180,7 @@ func run() (string, error) {
 			unix.CloseOnExec(fd)
 		}
 	}
-	if err := nsinit.InstallSeccomp(); err != nil {
+	if err := harden.InstallSeccomp(); err != nil {
 		return "seccomp", err
 	}
 	if err := unix.Chdir("/workspace"); err != nil {
@@ -225,7 +225,7 @@ var sysctls = [][2]string{
 	{"fs/suid_dumpable", "0"},
 }
 
-func harden() error {
+func setSysctls() error {
 	for _, s := range sysctls {
 		err := os.WriteFile(filepath.Join("/proc/sys", s[0]), []byte(s[1]), 0)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

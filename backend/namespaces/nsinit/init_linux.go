@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockhq/airlock/internal/harden"
 )
 
 // RunIfAsked runs the init stage when the process was started with
@@ -90,7 +92,7 @@ func run(report *os.File) (string, error) {
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(cfg.UID), uintptr(cfg.UID), uintptr(cfg.UID)); errno != 0 {
 		return "credentials", fmt.Errorf("setresuid: %w", errno)
 	}
-	if err := dropCapabilities(); err != nil {
+	if err := harden.DropCapabilities(); err != nil {
 		return "capabilities", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -106,7 +108,7 @@ func run(report *os.File) (string, error) {
 			unix.CloseOnExec(fd)
 		}
 	}
-	if err := installSeccomp(); err != nil {
+	if err := harden.InstallSeccomp(); err != nil {
 		return "seccomp", err
 	}
 	if err := unix.Chdir(cfg.Cwd); err != nil {

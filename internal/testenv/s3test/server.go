@@ -5,8 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -24,26 +25,27 @@ import (
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
-// BinEnv names the weed binary when it is not at DefaultBin or on PATH.
-const BinEnv = "AIRLOCK_TEST_WEED"
+// BinEnv names the versitygw binary when it is not at DefaultBin or on
+// PATH.
+const BinEnv = "AIRLOCK_TEST_VERSITYGW"
 
-// DefaultBin is where scripts/setup.sh installs weed.
-const DefaultBin = "/usr/local/lib/airlock/bin/weed"
+// DefaultBin is where scripts/test.sh installs versitygw.
+const DefaultBin = "/usr/local/lib/airlock/bin/versitygw"
 
 // Region is the region the server and its clients are told.
 const Region = "us-east-1"
 
-// Server is a running SeaweedFS with its S3 gateway.
+// Server is a running versitygw over a temporary directory.
 type Server struct {
-	// Endpoint is the S3 gateway's base URL (http://127.0.0.1:PORT).
+	// Endpoint is the gateway's base URL (http://127.0.0.1:PORT).
 	Endpoint string
 	// Bucket is the bucket made at start.
 	Bucket string
-	// AccessKey and SecretKey are the one identity it accepts (admin).
+	// AccessKey and SecretKey are the one identity it accepts (root).
 	AccessKey, SecretKey string
 }
 
-// BucketURL is the s3blobs URL of the bucket, with extra query
+// BucketURL is the blob/s3 URL of the bucket, with extra query
 // parameters (e.g. "prefix=a/") appended.
 func (s *Server) BucketURL(extra ...string) string {
 	q := url.Values{}
@@ -85,8 +87,8 @@ func (s *Server) Client() *s3.Client {
 	})
 }
 
-// Bin returns the weed binary, or skips the test (through testreq) when
-// there is none.
+// Bin returns the versitygw binary, or skips the test (through testreq)
+// when there is none.
 func Bin(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv(BinEnv); p != "" {
@@ -98,68 +100,65 @@ func Bin(t testing.TB) string {
 	if _, err := os.Stat(DefaultBin); err == nil {
 		return DefaultBin
 	}
-	if p, err := exec.LookPath("weed"); err == nil {
+	if p, err := exec.LookPath("versitygw"); err == nil {
 		return p
 	}
-	testreq.Skipf(t, "SeaweedFS (weed) is not installed at %s or on PATH (scripts/setup.sh builds it; or set %s)", DefaultBin, BinEnv)
+	testreq.Skipf(t, "the S3 gateway versitygw is not installed at %s or on PATH (scripts/test.sh builds it; or set %s)", DefaultBin, BinEnv)
 	return ""
 }
 
-// Start starts a SeaweedFS server with its S3 gateway and one bucket, and
-// waits until the bucket takes requests; the cleanup ends the server and
-// removes its data.
+// Start starts versitygw over a temporary directory with one bucket, and
+// waits until an object can be written to and read from the bucket; the
+// cleanup ends the server and removes its data.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Bin(t)
 	dir := t.TempDir()
-	s := &Server{Bucket: "airlock-test", AccessKey: "AKAIRLOCKTEST" + randHex(4), SecretKey: randHex(20)}
-	cfg := map[string]any{"identities": []any{map[string]any{
-		"name":        "airlock",
-		"credentials": []any{map[string]string{"accessKey": s.AccessKey, "secretKey": s.SecretKey}},
-		"actions":     []string{"Admin", "Read", "Write", "List", "Tagging"},
-	}}}
-	b, _ := json.Marshal(cfg)
-	cfgPath := filepath.Join(dir, "s3.json")
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// Eight ports: master, volume, filer and S3, each with its gRPC port.
-	ports := freePorts(t, 8)
-	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(ports[3])
-	args := []string{"server",
-		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + data,
-		"-master.port=" + strconv.Itoa(ports[0]), "-master.port.grpc=" + strconv.Itoa(ports[4]),
-		"-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-		"-master.electionTimeout=1s", // one master: no need to wait for peers
-		"-volume.preStopSeconds=0",   // stop at once at cleanup
-		"-volume.port=" + strconv.Itoa(ports[1]), "-volume.port.grpc=" + strconv.Itoa(ports[5]), "-volume.max=16",
-		"-filer", "-filer.port=" + strconv.Itoa(ports[2]), "-filer.port.grpc=" + strconv.Itoa(ports[6]),
-		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
-		"-s3", "-s3.port=" + strconv.Itoa(ports[3]), "-s3.port.grpc=" + strconv.Itoa(ports[7]),
-		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam=false",
-		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
-		"-s3.config=" + cfgPath,
-	}
-	logPath := filepath.Join(dir, "weed.log")
+	s := &Server{Bucket: "airlock-test", AccessKey: "AKAIRLOCKTEST" + randHex(4), SecretKey: randHex(20)}
+	logPath := filepath.Join(dir, "versitygw.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "HOME="+dir) // it may write config under HOME
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start weed: %v", err)
+	t.Cleanup(func() { logf.Close() })
+
+	// The port is chosen free a moment before the gateway binds it; if
+	// another process takes it in between, the gateway exits and we try
+	// another.
+	var (
+		cmd    *exec.Cmd
+		exited chan struct{}
+	)
+	for attempt := 0; ; attempt++ {
+		port := freePorts(t, 1)[0]
+		s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
+		cmd = exec.Command(bin,
+			"--port", "127.0.0.1:"+strconv.Itoa(port),
+			"--region", Region,
+			"--quiet", // no access log lines on stdout
+			"posix", data)
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = append(os.Environ(), "HOME="+dir,
+			"ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.SecretKey)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start versitygw: %v", err)
+		}
+		exited = make(chan struct{})
+		go func(cmd *exec.Cmd, exited chan struct{}) { cmd.Wait(); close(exited) }(cmd, exited)
+		if listening(port, exited) || attempt == 2 {
+			break
+		}
+		// Not listening: it exited (the port was taken) or hangs; end it
+		// before the next try.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -168,27 +167,19 @@ func Start(t testing.TB) *Server {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
-		logf.Close()
-		// weed also listens on unix sockets in /tmp named after its gRPC
-		// ports, and may leave them.
-		for _, port := range ports[4:] {
-			for _, role := range []string{"master", "volume", "filer", "s3"} {
-				os.Remove(filepath.Join(os.TempDir(), "seaweedfs-"+role+"-grpc-"+strconv.Itoa(port)+".sock"))
-			}
-		}
 		if t.Failed() {
 			tailLog(t, logPath)
 		}
 	})
 
-	// Ready when the bucket can be made (the gateway answers before the
-	// filer and volume server behind it are ready).
+	// Ready when the bucket is made and an object can be written and read
+	// back.
 	client := s.Client()
 	var lastErr error
-	ok := testreq.Poll(90*time.Second, func() bool {
+	ok := testreq.Poll(30*time.Second, func() bool {
 		select {
 		case <-exited:
-			lastErr = errors.New("weed exited")
+			lastErr = errors.New("versitygw exited")
 			return true
 		default:
 		}
@@ -204,8 +195,19 @@ func Start(t testing.TB) *Server {
 		if lastErr != nil {
 			return false
 		}
-		// And an object can be written and read back.
 		_, lastErr = client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(".ready"), Body: bytes.NewReader([]byte("ok"))})
+		if lastErr == nil {
+			var out *s3.GetObjectOutput
+			out, lastErr = client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(".ready")})
+			if lastErr == nil {
+				b, err := io.ReadAll(out.Body)
+				out.Body.Close()
+				if err == nil && string(b) != "ok" {
+					err = fmt.Errorf("read back %q, wrote %q", b, "ok")
+				}
+				lastErr = err
+			}
+		}
 		if lastErr == nil {
 			_, lastErr = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(".ready")})
 		}
@@ -213,9 +215,30 @@ func Start(t testing.TB) *Server {
 	})
 	if !ok || lastErr != nil {
 		tailLog(t, logPath)
-		t.Fatalf("SeaweedFS S3 gateway at %s not ready: %v", s.Endpoint, lastErr)
+		t.Fatalf("versitygw at %s not ready: %v", s.Endpoint, lastErr)
 	}
 	return s
+}
+
+// listening waits until something accepts connections on the loopback
+// port (true) or the process exits (false).
+func listening(port int, exited <-chan struct{}) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	var up bool
+	testreq.Poll(30*time.Second, func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			up = true
+		}
+		return up
+	})
+	return up
 }
 
 // freePorts returns n distinct loopback TCP ports that were free a moment
@@ -255,5 +278,5 @@ func tailLog(t testing.TB, path string) {
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
-	t.Logf("weed log (last 4000 bytes):\n%s", b)
+	t.Logf("versitygw log (last 4000 bytes):\n%s", b)
 }

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/console"
+	"github.com/airlockhq/airlock/api/mcp"
+	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/internal/tracing"
+	"github.com/airlockhq/airlock/service/watch"
+)
+
+// listen binds the API's address and makes what it serves: the REST API
+// with /mcp and /console beside it, the E2B routes in front (their paths
+// and headers never collide), the fleet's routing in front of all. It
+// also starts the debug and the E2B-alone listeners.
+func (n *Node) listen(ctx context.Context) error {
+	c := n.cfg
+	signingKey, err := c.Blobs.signingKey(c.StateDir)
+	if err != nil {
+		return err
+	}
+	// Listen first: whether /metrics needs its key depends on the
+	// address really bound.
+	if n.ln, err = net.Listen("tcp", c.Listen); err != nil {
+		return err
+	}
+	n.onClose(func() { n.ln.Close() })
+	loopback := loopbackOnly(n.ln.Addr())
+	if !loopback && c.API.MetricsKey == "" {
+		n.logger.Warn("/metrics is closed (403): airlockd listens beyond loopback without --metrics-key", "addr", n.ln.Addr().String())
+	}
+	sessions, err := n.sessionService()
+	if err != nil {
+		return err
+	}
+	api, err := rest.New(rest.Config{
+		Store:        n.Store,
+		Events:       n.Store,
+		Blobs:        n.Blobs,
+		Executor:     n.OneShot,
+		Ready:        readiness(n.Images),
+		MicroVM:      microvmAccel(n.Backends),
+		Metrics:      promhttp.HandlerFor(n.Registry, promhttp.HandlerOpts{}),
+		MetricsKey:   c.API.MetricsKey,
+		LoopbackOnly: loopback,
+		PublicURL:    c.API.PublicURL,
+		Sessions:     sessions,
+		Usage:        n.Quotas,
+		Admin:        n.Store,
+		Audit:        n.Store,
+		QuotaNames:   quotaNames(),
+		Keep:         n.Sessions,
+		SigningKey:   signingKey,
+		MaxTimeout:   c.MaxTimeout,
+		Logger:       n.logger,
+	})
+	if err != nil {
+		return err
+	}
+	if n.parts.frontDoor != nil {
+		n.Handler = n.parts.frontDoor(n, api.Handler())
+	} else if n.Handler, err = frontDoor(api.Handler(), n.Store, n.logger); err != nil {
+		return err
+	}
+	if c.E2B.Enabled || c.E2B.Listen != "" {
+		if n.E2B, err = newE2B(c.E2B, c.Sessions, c.StateDir, n.Sessions, n.Store, c.Egress.allowFor, n.logger); err != nil {
+			return err
+		}
+		if c.E2B.Enabled {
+			n.Handler = n.E2B.Wrap(n.Handler)
+		}
+	}
+	if n.Fleet != nil {
+		// Any node takes any request: new runs and sessions are placed,
+		// a session's requests go to its node.
+		n.Handler = n.Fleet.Handler(n.Handler)
+	}
+	n.srv = &http.Server{
+		Handler:           tracing.Middleware(n.Handler), // the receive span of every request
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      c.MaxTimeout + 2*time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if n.Watch != nil {
+		n.srv.RegisterOnShutdown(n.Watch.Close) // watches last as long as their sessions: end them
+	}
+	if c.DebugListen != "" {
+		if err := serveDebug(c.DebugListen, n.logger); err != nil {
+			return err
+		}
+	}
+	if c.E2B.Listen != "" {
+		closeE2B, err := serveE2B(c.E2B.Listen, n.E2B, n.srv, n.logger)
+		if err != nil {
+			return err
+		}
+		n.onClose(closeE2B)
+	}
+	return nil
+}
+
+// frontDoor is what airlockd serves: the REST API, and beside it the MCP
+// server at /mcp, whose tool calls are requests to that same API made
+// in-process with the caller's key, and the web console at /console/,
+// a page that speaks that same API from the browser.
+func frontDoor(api http.Handler, store airlock.Store, logger *slog.Logger) (http.Handler, error) {
+	mcpHandler, err := mcp.NewHandler(mcp.HandlerConfig{API: api, Keys: store, Logger: logger, Version: "airlockd"})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpHandler)
+	mux.Handle(console.Prefix, console.Handler())
+	mux.Handle(strings.TrimSuffix(console.Prefix, "/"), console.Handler())
+	mux.Handle("/", api)
+	return mux, nil
+}
+
+// readiness reports ready when runsc and the default images are present.
+func readiness(images airlock.ImageResolver) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if _, err := execLookPath("runsc"); err != nil {
+			return airlock.Errorf(airlock.EUNAVAILABLE, "runsc is not installed")
+		}
+		for _, name := range []string{"base", "python-ds"} {
+			if _, err := images.Resolve(ctx, name); err != nil {
+				return airlock.Errorf(airlock.EUNAVAILABLE, "image %s is not built", name)
+			}
+		}
+		return nil
+	}
+}
+
+// sessionService is the session service the REST API serves: the
+// sessions behind the watch service (GET /v1/sessions/{id}/output), or
+// what WithSessionService makes of them.
+func (n *Node) sessionService() (airlock.SessionService, error) {
+	if n.parts.wrapSessions != nil {
+		return n.parts.wrapSessions(n.Sessions), nil
+	}
+	w, err := watch.New(watch.Config{Sessions: n.Sessions})
+	if err != nil {
+		return nil, err
+	}
+	n.Watch = w
+	return w, nil
+}
