@@ -18,6 +18,14 @@ const (
 	LimitCPUSeconds  = "cpu_seconds"  // reserved: no CPU-seconds budget exists besides wall time x vCPUs (see README)
 )
 
+// EndedAgentKilled is the EndedBy of a run during which the sandbox's
+// agent, its first process, was killed and the sandbox ended with it
+// while no limit or detector was at work: the code did it (kill -9 1
+// runs as the agent's user) or brought it about, so the run is the
+// code's result (status failed, exit code 137), not a failure of the
+// service to retry.
+const EndedAgentKilled = "agent_killed"
+
 // AbusePrefix starts the EndedBy of a run, and the EndReason of a
 // session, that an abuse detector ended: "abuse:mining".
 const AbusePrefix = "abuse:"

@@ -62,7 +62,8 @@ type Config struct {
 	Pool provision.PoolConfig
 	// Warm are the one-shot image/language pairs readied at start.
 	Warm []string
-	// DebugListen serves Go's profiles there; off when empty.
+	// DebugListen serves Go's profiles there; off when empty. Beyond
+	// loopback only with API.MetricsKey, which every request must carry.
 	DebugListen string
 
 	Sessions SessionsConfig

@@ -42,7 +42,7 @@ func (n *Node) listen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := rest.New(rest.Config{
+	restCfg := rest.Config{
 		Store:        n.Store,
 		Events:       n.Store,
 		Blobs:        n.Blobs,
@@ -62,7 +62,11 @@ func (n *Node) listen(ctx context.Context) error {
 		SigningKey:   signingKey,
 		MaxTimeout:   c.MaxTimeout,
 		Logger:       n.logger,
-	})
+	}
+	if n.parts.rest != nil {
+		n.parts.rest(&restCfg)
+	}
+	api, err := rest.New(restCfg)
 	if err != nil {
 		return err
 	}
@@ -96,9 +100,11 @@ func (n *Node) listen(ctx context.Context) error {
 		n.srv.RegisterOnShutdown(n.Watch.Close) // watches last as long as their sessions: end them
 	}
 	if c.DebugListen != "" {
-		if err := serveDebug(c.DebugListen, n.logger); err != nil {
+		_, stopDebug, err := serveDebug(c.DebugListen, c.API.MetricsKey, n.logger)
+		if err != nil {
 			return err
 		}
+		n.onClose(stopDebug)
 	}
 	if c.E2B.Listen != "" {
 		closeE2B, err := serveE2B(c.E2B.Listen, n.E2B, n.srv, n.logger)

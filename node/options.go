@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/service/image"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/quota"
@@ -29,6 +30,7 @@ type parts struct {
 	watchdog        airlock.Watchdog
 	quarantines     provision.Quarantines
 	session         func(*session.Config)
+	rest            func(*rest.Config)
 	wrapSessions    func(airlock.SessionService) airlock.SessionService
 	frontDoor       func(n *Node, api http.Handler) http.Handler
 	noDefaultTenant bool
@@ -74,6 +76,12 @@ func WithQuarantines(q provision.Quarantines) Option {
 // the manager is made.
 func WithSessionConfig(f func(*session.Config)) Option {
 	return func(p *parts) { p.session = f }
+}
+
+// WithRESTConfig lets f adjust the HTTP API's config before the API is
+// made.
+func WithRESTConfig(f func(*rest.Config)) Option {
+	return func(p *parts) { p.rest = f }
 }
 
 // WithSessionService makes the REST API serve wrap(sessions) instead of

@@ -82,8 +82,13 @@ type Config struct {
 	NetworkAllow func(*airlock.Tenant) []string
 	// ClientID is the clientID of every sandbox ("airlock" if empty).
 	ClientID string
-	Logger   *slog.Logger     // slog.Default() if nil
-	Now      func() time.Time // time.Now if nil
+	// UploadMinRate is the least an upload to /files must send, in bytes
+	// a second on average over every UploadRateWindow, or it is cut off
+	// (400); 8 KiB/s and 30 s if zero.
+	UploadMinRate    int64
+	UploadRateWindow time.Duration
+	Logger           *slog.Logger     // slog.Default() if nil
+	Now              func() time.Time // time.Now if nil
 }
 
 // Validate reports whether c can be used.

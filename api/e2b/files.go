@@ -11,7 +11,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/internal/upload"
 )
 
 // envd's /files: GET reads a file, POST writes files (multipart parts
@@ -84,8 +86,9 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// An upload may take longer than the server's read timeout.
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	// An upload may take longer than the server's read timeout, but it
+	// must keep up a minimum rate (upload.Body sets the read deadline).
+	upload.Body(w, r, s.uploadRate)
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []entryJSON
 	if mt == "multipart/form-data" {
@@ -121,6 +124,9 @@ func (s *Server) writeRaw(r *http.Request, ref *sandboxRef, p string) ([]entryJS
 	case "", "identity":
 	case "gzip":
 		zr, err := gzip.NewReader(r.Body)
+		if tooSlow(err) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, errorf(400, "the body is not gzip: "+clip(err.Error(), 100))
 		}
@@ -162,6 +168,9 @@ func (s *Server) writeParts(r *http.Request, ref *sandboxRef, p, boundary string
 			if r.Context().Err() != nil {
 				return nil, r.Context().Err()
 			}
+			if tooSlow(err) {
+				return nil, err
+			}
 			return nil, errorf(400, "malformed multipart body: "+clip(err.Error(), 200))
 		}
 		if n >= maxUploadParts {
@@ -194,4 +203,10 @@ func (s *Server) writeParts(r *http.Request, ref *sandboxRef, p, boundary string
 		return nil, errorf(400, "the upload has no part named \"file\"")
 	}
 	return out, nil
+}
+
+// tooSlow reports whether err is an upload cut off for its rate.
+func tooSlow(err error) bool {
+	var ae *airlock.Error
+	return errors.As(err, &ae) && ae.Type == upload.ProblemTooSlow
 }

@@ -102,6 +102,8 @@ func TestHostileInput(t *testing.T) {
 		{"unknown envd path", "GET", "/nope", envd, "", 404},
 		{"a user port", "GET", "/", s.envd("E2b-Sandbox-Port", "8080"), "", 502},
 		{"interpreter without token", "GET", "/contexts", map[string]string{"E2b-Sandbox-Id": s.SandboxID, "E2b-Sandbox-Port": "49999"}, "", 401},
+		{"execute with the traffic token alone", "POST", "/execute", trafficOnly(s.interp()), `{"code":"1"}`, 401},
+		{"execute with the traffic token as X-Access-Token", "POST", "/execute", s.interp("X-Access-Token", s.TrafficAccessToken), `{"code":"1"}`, 401},
 		{"execute bad JSON", "POST", "/execute", s.interp(), `{"code":`, 400},
 		{"execute without code", "POST", "/execute", s.interp(), `{}`, 400},
 		{"execute context and language", "POST", "/execute", s.interp(), `{"code":"1","context_id":"x","language":"python"}`, 400},

@@ -40,14 +40,21 @@ func e2bLanguage(l airlock.ContextLanguage) string {
 	return string(l)
 }
 
-// serveInterpreter routes the code interpreter's calls. They take the
-// traffic token (or the envd token, which /execute sends too).
+// serveInterpreter routes the code interpreter's calls. /execute runs
+// code, so it takes the envd access token (X-Access-Token, which the SDKs
+// send on /execute) and nothing else; the traffic token, meant for
+// reaching the sandbox's servers and more widely handed out, opens the
+// other calls (health, the contexts), which the SDKs send with it alone.
 func (s *Server) serveInterpreter(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
 		s.health(w, r, purposeTraffic, purposeEnvd)
 		return
 	}
-	ref, err := s.authorize(r.Context(), r.Header, purposeTraffic, purposeEnvd)
+	purposes := []string{purposeTraffic, purposeEnvd}
+	if r.URL.Path == "/execute" {
+		purposes = []string{purposeEnvd}
+	}
+	ref, err := s.authorize(r.Context(), r.Header, purposes...)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/internal/upload"
 )
 
 // Headers the SDKs send to reach a sandbox.
@@ -25,11 +26,12 @@ const (
 
 // Server serves the E2B API. It is safe for concurrent use.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	templates map[string]string
-	envd      http.Handler // the envd services of a sandbox
-	procs     *processTable
+	cfg        Config
+	uploadRate upload.Rate
+	log        *slog.Logger
+	templates  map[string]string
+	envd       http.Handler // the envd services of a sandbox
+	procs      *processTable
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandboxRef // data-plane lookups, by sandbox ID
@@ -60,13 +62,18 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
+	rate := upload.Rate{MinBytesPerSec: cfg.UploadMinRate, Window: cfg.UploadRateWindow}
+	if err := rate.Validate(); err != nil {
+		return nil, airlock.Errorf(airlock.EINVALID, "e2b: %v", err)
+	}
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		templates: cfg.Templates,
-		procs:     newProcessTable(),
-		sandboxes: map[string]*sandboxRef{},
-		ctxLocks:  map[string]*sync.Mutex{},
+		cfg:        cfg,
+		uploadRate: rate,
+		log:        cfg.Logger,
+		templates:  cfg.Templates,
+		procs:      newProcessTable(),
+		sandboxes:  map[string]*sandboxRef{},
+		ctxLocks:   map[string]*sync.Mutex{},
 	}
 	s.envd = s.envdHandler()
 	return s, nil

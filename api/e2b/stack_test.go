@@ -147,10 +147,21 @@ func (s sandbox) envd(extra ...string) map[string]string {
 	return h
 }
 
-// interp returns the headers of a code interpreter call into s.
-func (s sandbox) interp() map[string]string {
-	return map[string]string{"E2b-Sandbox-Id": s.SandboxID, "E2b-Sandbox-Port": "49999",
+// interp returns the headers of a code interpreter call into s (both
+// tokens, as the SDKs send them to /execute), with extra headers set.
+func (s sandbox) interp(extra ...string) map[string]string {
+	h := map[string]string{"E2b-Sandbox-Id": s.SandboxID, "E2b-Sandbox-Port": "49999", "X-Access-Token": s.EnvdAccessToken,
 		"E2B-Traffic-Access-Token": s.TrafficAccessToken, "Content-Type": "application/json"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h[extra[i]] = extra[i+1]
+	}
+	return h
+}
+
+// trafficOnly drops the envd access token from h.
+func trafficOnly(h map[string]string) map[string]string {
+	delete(h, "X-Access-Token")
+	return h
 }
 
 // envelope frames one Connect streaming message.

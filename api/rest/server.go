@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/internal/upload"
 	"github.com/airlockhq/airlock/internal/problem"
 )
 
@@ -99,8 +100,13 @@ type Config struct {
 	// that takes longer drops the stream. DefaultStreamWriteTimeout if
 	// zero.
 	StreamWriteTimeout time.Duration
-	Logger             *slog.Logger     // slog.Default() if nil
-	Now                func() time.Time // time.Now if nil
+	// UploadMinRate is the least a file upload must send, in bytes a
+	// second on average over every UploadRateWindow, or it is cut off
+	// (400 upload-too-slow); 8 KiB/s and 30 s if zero.
+	UploadMinRate    int64
+	UploadRateWindow time.Duration
+	Logger           *slog.Logger     // slog.Default() if nil
+	Now              func() time.Time // time.Now if nil
 }
 
 // Validate reports whether c can be used; zero durations, Logger and Now
@@ -140,6 +146,7 @@ func (c Config) Validate() error {
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
 	cfg        Config
+	uploadRate upload.Rate
 	log        *slog.Logger
 	handler    http.Handler
 	publicBase string   // PublicURL without its trailing slash; "" if unset
@@ -151,6 +158,10 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	rate := upload.Rate{MinBytesPerSec: cfg.UploadMinRate, Window: cfg.UploadRateWindow}
+	if err := rate.Validate(); err != nil {
+		return nil, airlock.Errorf(airlock.EINVALID, "httpapi: %v", err)
 	}
 	if cfg.MaxTimeout == 0 {
 		cfg.MaxTimeout = airlock.DefaultLimits.Timeout
@@ -171,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	cfg.SigningKey = append([]byte(nil), cfg.SigningKey...)
-	s := &Server{cfg: cfg, log: cfg.Logger, auth: Authenticator{Keys: cfg.Store, Now: cfg.Now}}
+	s := &Server{cfg: cfg, log: cfg.Logger, auth: Authenticator{Keys: cfg.Store, Now: cfg.Now}, uploadRate: rate}
 	if cfg.PublicURL != "" {
 		u, _ := ParsePublicURL(cfg.PublicURL) // checked by Validate
 		s.publicBase = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/internal/upload"
 )
 
 // filePath returns the path query parameter of a files request.
@@ -38,8 +39,9 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// An upload may take longer than the server's read timeout.
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	// An upload may take longer than the server's read timeout, but it
+	// must keep up a minimum rate (upload.Body sets the read deadline).
+	upload.Body(w, r, s.uploadRate)
 	res, err := svc.PutFile(r.Context(), TenantFrom(r.Context()), r.PathValue("id"), p, r.ContentLength, r.Body)
 	if err != nil {
 		s.error(w, r, err)

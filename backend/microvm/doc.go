@@ -40,11 +40,13 @@
 //
 // Stop asks the agent to end every program (kill -9 -1 as the sandbox
 // user) and flush the disk, then quits the VMM; the workspace is then
-// read from the host by mounting the scratch disk read-only (nosuid,
-// nodev, noexec). That mount puts a file system the guest wrote in front
-// of the host kernel's ext4 driver: writing a hostile one takes root in
-// the guest first, and a userspace reader (debugfs rdump) would remove
-// even that exposure; it is the known weak point of this first version.
+// read from the host by mounting the scratch disk read-only from the
+// first mount (loopdisk.MountReadOnly: a read-only loop device, ro,
+// nosuid, nodev, noexec and noload), so the host kernel neither replays a
+// journal the guest wrote nor writes anything to the disk. The mount
+// still puts a file system the guest wrote in front of the host kernel's
+// ext4 parser: writing a hostile one takes root in the guest first, and a
+// userspace reader (debugfs rdump) would remove even that exposure.
 // WorkspaceDir is empty until Stop: the host has no live view of a
 // running guest's files.
 //

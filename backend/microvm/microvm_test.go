@@ -3,6 +3,7 @@ package microvm_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -60,6 +61,16 @@ func TestBoot(t *testing.T) {
 	if got, err := os.ReadFile(sb.WorkspaceDir() + "/a.txt"); err != nil || string(got) != "hi\n" {
 		t.Fatalf("workspace after stop: %q, %v", got, err)
 	}
+	// The host reads the disk the guest wrote read-only from the first
+	// mount, on a read-only loop device: it never replays the guest's
+	// journal or writes to its disk.
+	opts, super, dev := mountOf(t, filepath.Dir(sb.WorkspaceDir()))
+	if !hasOpt(opts, "ro") || !hasOpt(opts, "nosuid") || !hasOpt(opts, "nodev") || !hasOpt(opts, "noexec") || !hasOpt(super, "ro") {
+		t.Errorf("scratch disk mounted %q (super %q), want ro,nosuid,nodev,noexec", opts, super)
+	}
+	if ro, err := os.ReadFile("/sys/block/" + filepath.Base(dev) + "/ro"); err != nil || strings.TrimSpace(string(ro)) != "1" {
+		t.Errorf("loop device %s of the scratch disk is writable: %q, %v", dev, ro, err)
+	}
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -107,3 +118,28 @@ func TestReconcileAfterCrash(t *testing.T) {
 	}
 	sb.Destroy(ctx) // the first backend forgets it (its files are gone already)
 }
+
+// mountOf returns the mount options, the super options and the source of
+// the mount at dir.
+func mountOf(t *testing.T, dir string) (opts, super, dev string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[4] != dir {
+			continue
+		}
+		for i, x := range f {
+			if x == "-" && i+3 < len(f) {
+				return f[5], f[i+3], f[i+2]
+			}
+		}
+	}
+	t.Fatalf("no mount at %s", dir)
+	return "", "", ""
+}
+
+func hasOpt(opts, o string) bool { return slices.Contains(strings.Split(opts, ","), o) }

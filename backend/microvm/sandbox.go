@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/backend/microvm/guest"
@@ -328,13 +326,14 @@ func (s *Sandbox) stop(ctx context.Context) error {
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return fmt.Errorf("microvm: %w", err)
 	}
-	if err := loopdisk.Mount(ctx, mnt, filepath.Join(s.dir, "scratch.ext4")); err != nil {
+	// The guest wrote this disk as it liked (root in the guest can write
+	// it raw): mount it read-only from the first mount, on a read-only
+	// loop device, with noload, so the host kernel never replays a
+	// journal the guest left or writes anything back.
+	if err := loopdisk.MountReadOnly(ctx, mnt, filepath.Join(s.dir, "scratch.ext4")); err != nil {
 		return err
 	}
 	s.mounted = true
-	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("microvm: workspace read-only: %w", err)
-	}
 	return nil
 }
 

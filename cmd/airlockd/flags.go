@@ -192,7 +192,7 @@ func (f *flags) registerNode(fs *flag.FlagSet) {
 	fs.Int64Var(&f.poolMemoryMiB, "pool-memory-mib", c.Pool.MemoryBudget>>20, "memory budget of all ready pool sandboxes, in MiB")
 	fs.DurationVar(&c.Pool.MaxAge, "pool-max-age", c.Pool.MaxAge, "pool sandboxes older than this are replaced")
 	fs.StringVar(&f.warm, "warm", "python-ds/python,base/bash,base/node,base/sql", "image/language pairs readied at start (comma-separated; empty for none)")
-	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); beyond loopback only with --metrics-key, which they then require; off when empty")
 	fs.BoolVar(&c.NoSnapshots, "no-snapshots", c.NoSnapshots, "never restore from base snapshots (every sandbox boots)")
 	fs.BoolVar(&c.Namespaces, "namespaces", envOr("AIRLOCK_NAMESPACES", "") == "1", "also offer the namespaces backend (isolation \"container\", first-party tenants only) (env AIRLOCK_NAMESPACES=1)")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")

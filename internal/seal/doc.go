@@ -1,9 +1,12 @@
 // Package seal encrypts what Airlock keeps for tenants (workspace
 // snapshots) so that it never leaves a node in the clear.
 //
-// Every tenant has one data key (DEK, 32 random bytes) that encrypts its
-// snapshots with AES-256-GCM. The data key is stored only wrapped: sealed
-// with AES-256-GCM under the operator's master key (GCM as the key wrap,
+// Every tenant has one data key (DEK, 32 random bytes); each snapshot is
+// encrypted with AES-256-GCM under a key of its own, derived from the data
+// key with HKDF-SHA256 over a random salt kept in the stream's header
+// (format version 2; streams of version 1, sealed under the data key
+// itself with a random nonce prefix, are still read). The data key is
+// stored only wrapped: sealed with AES-256-GCM under the operator's master key (GCM as the key wrap,
 // with the tenant ID and the data key's ID as additional data, so a
 // wrapped key cannot be moved to another tenant; the standard library has
 // no AES-KW, and GCM authenticates as well). Master keys have IDs derived

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"testing"
 
 	"github.com/airlockhq/airlock/internal/seal"
@@ -16,12 +17,43 @@ func FuzzReader(f *testing.F) {
 	f.Add(sealBytes(f, key, []byte("hello"), nil))
 	f.Add(sealBytes(f, key, bytes.Repeat([]byte("x"), seal.ChunkSize+1), nil))
 	f.Add([]byte("ALKSEAL1\x01a"))
+	if v1, err := os.ReadFile("testdata/v1.sealed"); err == nil {
+		f.Add(v1)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := seal.NewReader(bytes.NewReader(b), func(string) ([]byte, error) { return key, nil }, nil)
 		if err != nil {
 			return
 		}
 		io.Copy(io.Discard, r)
+	})
+}
+
+// FuzzParseHeader: no input crashes the header parser; a header it
+// accepts is version 1 or 2 and names a key ID of 1 to 64 bytes that
+// KeyID reads the same; every refusal wraps ErrCorrupt.
+func FuzzParseHeader(f *testing.F) {
+	key := bytes.Repeat([]byte{7}, seal.KeySize)
+	f.Add(sealBytes(f, key, []byte("hello"), nil))
+	if v1, err := os.ReadFile("testdata/v1.sealed"); err == nil {
+		f.Add(v1[:200])
+	}
+	f.Add([]byte("ALKSEAL2\x01a"))
+	f.Add([]byte("ALKSEAL9\x01a0000000"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, id, err := seal.ParseHeader(b)
+		if err != nil {
+			if !errors.Is(err, seal.ErrCorrupt) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		if v != 1 && v != 2 || id == "" || len(id) > 64 {
+			t.Fatalf("accepted version %d key %q", v, id)
+		}
+		if kid, ok := seal.KeyID(b); !ok || kid != id {
+			t.Fatalf("KeyID %q %v, header %q", kid, ok, id)
+		}
 	})
 }
 

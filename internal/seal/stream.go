@@ -2,7 +2,9 @@ package seal
 
 import (
 	"bufio"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,12 +14,33 @@ import (
 // ChunkSize is how much plaintext one sealed chunk holds.
 const ChunkSize = 64 << 10
 
+// Stream formats. The header starts with "ALKSEAL" and a version digit.
+//
+// Version 2 (written): magic, the length and ID of the data key, a
+// 32-byte random salt and the chunk size. Each stream is sealed under a
+// key of its own, HKDF-SHA256 of the data key with the stream's salt (and
+// the key ID and version as info), so nonces only need to differ within
+// one stream: the nonce is the chunk's index and the final flag.
+//
+// Version 1 (read only): magic, the length and ID of the data key, a
+// 7-byte random nonce prefix and the chunk size; every stream under the
+// data key itself, told apart by the random prefix alone (2^56 values,
+// so a tenant's streams risked a repeated nonce after some 2^28 of them).
+//
+// The header is the additional data of every chunk, with the caller's
+// context after it.
 const (
-	magic       = "ALKSEAL1"
-	prefixSize  = 7 // random per stream; then 4 bytes of chunk index and 1 of final flag
+	magicBase   = "ALKSEAL"
+	magicV1     = magicBase + "1"
+	magicV2     = magicBase + "2"
+	prefixSize  = 7  // version 1: random per stream; then 4 bytes of chunk index and 1 of final flag
+	saltSize    = 32 // version 2: random per stream, the HKDF salt of its key
 	tagSize     = 16
 	maxKeyIDLen = 64
 )
+
+// Version is the stream format NewWriter writes.
+const Version = 2
 
 // ErrCorrupt is wrapped by every error for a stream that does not open:
 // damaged, cut short, reordered, or sealed for another purpose or key.
@@ -27,9 +50,15 @@ var ErrCorrupt = errors.New("seal: the sealed data is damaged, truncated or not 
 // tenant's.
 var ErrWrongKey = fmt.Errorf("%w: it names another data key", ErrCorrupt)
 
-// The header of a stream: magic, the length and ID of the data key, the
-// nonce prefix and the chunk size. It is the additional data of every
-// chunk, with the caller's context after it.
+// streamKey derives a version 2 stream's key from the data key and the
+// stream's salt.
+func streamKey(dek, salt []byte, keyID string) []byte {
+	k, err := hkdf.Key(sha256.New, dek, salt, "airlock seal v2 stream\x00"+keyID, KeySize)
+	if err != nil {
+		panic("seal: hkdf: " + err.Error()) // only for lengths HKDF cannot give
+	}
+	return k
+}
 
 // Writer seals what is written to it into an underlying writer. Close
 // writes the final chunk; a stream not closed does not open.
@@ -38,7 +67,7 @@ type Writer struct {
 	aead interface {
 		Seal(dst, nonce, p, ad []byte) []byte
 	}
-	prefix [prefixSize]byte
+	prefix [prefixSize]byte // zero in version 2
 	aad    []byte
 	buf    []byte
 	out    []byte
@@ -47,7 +76,8 @@ type Writer struct {
 	err    error
 }
 
-// NewWriter starts a stream sealed under key (named keyID) into w. aad
+// NewWriter starts a stream (format Version) sealed under a key derived
+// from key (the data key named keyID) into w. aad
 // binds the stream to its purpose (a snapshot's tenant and ID, say): the
 // same aad must be given to open it.
 func NewWriter(w io.Writer, key []byte, keyID string, aad []byte) (*Writer, error) {
@@ -57,13 +87,14 @@ func NewWriter(w io.Writer, key []byte, keyID string, aad []byte) (*Writer, erro
 	if keyID == "" || len(keyID) > maxKeyIDLen {
 		return nil, errors.New("seal: key ID must be 1 to 64 bytes")
 	}
-	sw := &Writer{w: w, aead: gcmOf(key), buf: make([]byte, 0, ChunkSize), out: make([]byte, 0, ChunkSize+tagSize)}
-	rand.Read(sw.prefix[:])
-	hdr := make([]byte, 0, len(magic)+1+len(keyID)+prefixSize+4)
-	hdr = append(hdr, magic...)
+	var salt [saltSize]byte
+	rand.Read(salt[:])
+	sw := &Writer{w: w, aead: gcmOf(streamKey(key, salt[:], keyID)), buf: make([]byte, 0, ChunkSize), out: make([]byte, 0, ChunkSize+tagSize)}
+	hdr := make([]byte, 0, len(magicV2)+1+len(keyID)+saltSize+4)
+	hdr = append(hdr, magicV2...)
 	hdr = append(hdr, byte(len(keyID)))
 	hdr = append(hdr, keyID...)
-	hdr = append(hdr, sw.prefix[:]...)
+	hdr = append(hdr, salt[:]...)
 	hdr = binary.BigEndian.AppendUint32(hdr, ChunkSize)
 	if _, err := w.Write(hdr); err != nil {
 		return nil, err
@@ -160,51 +191,121 @@ type Reader struct {
 // returns a reader of its plaintext. aad must be what it was sealed with.
 func NewReader(r io.Reader, keys KeyFunc, aad []byte) (*Reader, error) {
 	br := bufio.NewReaderSize(r, ChunkSize+tagSize+1)
-	head := make([]byte, len(magic)+1)
+	head := make([]byte, len(magicV2)+1)
 	if _, err := io.ReadFull(br, head); err != nil {
 		return nil, fmt.Errorf("%w: no header", ErrCorrupt)
 	}
-	if string(head[:len(magic)]) != magic {
-		return nil, fmt.Errorf("%w: not a sealed stream", ErrCorrupt)
+	h, err := parseHeader(head, func(n int) ([]byte, error) {
+		rest := make([]byte, n)
+		if _, err := io.ReadFull(br, rest); err != nil {
+			return nil, fmt.Errorf("%w: header cut short", ErrCorrupt)
+		}
+		return rest, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	idLen := int(head[len(magic)])
-	if idLen == 0 || idLen > maxKeyIDLen {
-		return nil, fmt.Errorf("%w: bad key ID", ErrCorrupt)
-	}
-	rest := make([]byte, idLen+prefixSize+4)
-	if _, err := io.ReadFull(br, rest); err != nil {
-		return nil, fmt.Errorf("%w: header cut short", ErrCorrupt)
-	}
-	keyID := string(rest[:idLen])
-	chunk := binary.BigEndian.Uint32(rest[idLen+prefixSize:])
-	if chunk != ChunkSize {
-		return nil, fmt.Errorf("%w: unknown chunk size %d", ErrCorrupt, chunk)
-	}
-	key, err := keys(keyID)
+	key, err := keys(h.keyID)
 	if err != nil {
 		return nil, err
 	}
 	if len(key) != KeySize {
 		return nil, errors.New("seal: a data key is 32 bytes")
 	}
-	hdr := append(head, rest...)
-	return &Reader{
-		r: br, aead: gcmOf(key), prefix: rest[idLen : idLen+prefixSize],
-		aad: append(hdr, aad...), chunk: int(chunk), in: make([]byte, chunk+tagSize), pbuf: make([]byte, 0, chunk),
-	}, nil
+	sr := &Reader{
+		r: br, aad: append(h.raw, aad...), chunk: int(h.chunk),
+		in: make([]byte, h.chunk+tagSize), pbuf: make([]byte, 0, h.chunk),
+	}
+	switch h.version {
+	case 1:
+		sr.aead, sr.prefix = gcmOf(key), h.nonce
+	default:
+		sr.aead, sr.prefix = gcmOf(streamKey(key, h.nonce, h.keyID)), make([]byte, prefixSize)
+	}
+	return sr, nil
+}
+
+// header is a parsed stream header.
+type header struct {
+	version int
+	keyID   string
+	nonce   []byte // version 1: the nonce prefix; version 2: the salt
+	chunk   uint32
+	raw     []byte // the header as read, the chunks' additional data
+}
+
+// parseHeader parses a stream header from its first bytes (magic and the
+// key ID's length) and more, which reads the n bytes that follow.
+func parseHeader(head []byte, more func(n int) ([]byte, error)) (*header, error) {
+	if len(head) != len(magicV2)+1 || string(head[:len(magicBase)]) != magicBase {
+		return nil, fmt.Errorf("%w: not a sealed stream", ErrCorrupt)
+	}
+	h := &header{}
+	nonceSize := 0
+	switch string(head[:len(magicV2)]) {
+	case magicV1:
+		h.version, nonceSize = 1, prefixSize
+	case magicV2:
+		h.version, nonceSize = 2, saltSize
+	default:
+		return nil, fmt.Errorf("%w: unknown format version %q", ErrCorrupt, head[len(magicBase)])
+	}
+	idLen := int(head[len(magicV2)])
+	if idLen == 0 || idLen > maxKeyIDLen {
+		return nil, fmt.Errorf("%w: bad key ID", ErrCorrupt)
+	}
+	rest, err := more(idLen + nonceSize + 4)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != idLen+nonceSize+4 {
+		return nil, fmt.Errorf("%w: header cut short", ErrCorrupt)
+	}
+	h.keyID = string(rest[:idLen])
+	h.nonce = rest[idLen : idLen+nonceSize]
+	h.chunk = binary.BigEndian.Uint32(rest[idLen+nonceSize:])
+	if h.chunk != ChunkSize {
+		return nil, fmt.Errorf("%w: unknown chunk size %d", ErrCorrupt, h.chunk)
+	}
+	h.raw = append(append(make([]byte, 0, len(head)+len(rest)), head...), rest...)
+	return h, nil
+}
+
+// ParseHeader parses the header at the start of a sealed stream and
+// returns its format version and the data key ID it names. It is the
+// parser NewReader uses, for tools (and fuzzing) that look at a stream
+// without opening it.
+func ParseHeader(b []byte) (version int, keyID string, err error) {
+	if len(b) < len(magicV2)+1 {
+		return 0, "", fmt.Errorf("%w: no header", ErrCorrupt)
+	}
+	off := len(magicV2) + 1
+	h, err := parseHeader(b[:off], func(n int) ([]byte, error) {
+		if len(b)-off < n {
+			return nil, fmt.Errorf("%w: header cut short", ErrCorrupt)
+		}
+		return b[off : off+n], nil
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	return h.version, h.keyID, nil
 }
 
 // KeyID reads the data key ID named by a stream's header without opening
 // it.
 func KeyID(header []byte) (string, bool) {
-	if len(header) < len(magic)+1 || string(header[:len(magic)]) != magic {
+	if len(header) < len(magicV2)+1 || string(header[:len(magicBase)]) != magicBase {
 		return "", false
 	}
-	n := int(header[len(magic)])
-	if n == 0 || len(header) < len(magic)+1+n {
+	if v := string(header[:len(magicV2)]); v != magicV1 && v != magicV2 {
 		return "", false
 	}
-	return string(header[len(magic)+1 : len(magic)+1+n]), true
+	n := int(header[len(magicV2)])
+	if n == 0 || len(header) < len(magicV2)+1+n {
+		return "", false
+	}
+	return string(header[len(magicV2)+1 : len(magicV2)+1+n]), true
 }
 
 func (sr *Reader) next() error {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/blob/disk"
 	"github.com/airlockhq/airlock/client"
@@ -78,8 +79,9 @@ type Options struct {
 	BlobDir string
 	// MasterKey seals snapshots; nil means a new one.
 	MasterKey *seal.MasterKey
-	// Session adjusts the session manager's config.
+	// Session adjusts the session manager's config; REST the HTTP API's.
 	Session func(*session.Config)
+	REST    func(*rest.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
 	// WrapSessions, if set, wraps the session service the API serves (as
@@ -217,6 +219,11 @@ func (o Options) parts(s *Stack, images *image.Store) []node.Option {
 				o.Session(c)
 			}
 			s.SessionCfg = *c
+		}),
+		node.WithRESTConfig(func(c *rest.Config) {
+			if o.REST != nil {
+				o.REST(c)
+			}
 		}),
 		node.WithSessionService(func(svc airlock.SessionService) airlock.SessionService {
 			if o.WrapSessions != nil {

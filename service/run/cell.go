@@ -90,6 +90,10 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 		case errors.As(a.err, &re):
 			r.Fail(ctx, e, a.err)
 			return nil, a.err
+		case r.endsSoon(ctx, sb) && r.cfg.Watchdog.KilledBy(sb.ID()) == "":
+			// The agent died and took the sandbox with it while the
+			// cell ran (see Run): the cell's result, not a failure.
+			return r.agentKilledCell(ctx, e, sb, c, before, stdout, stderr)
 		}
 		r.Fail(ctx, e, a.err)
 		return nil, sandboxFailed(e, a.err)
@@ -115,6 +119,33 @@ func (r *Runner) RunCell(ctx context.Context, e *airlock.Execution, c Cell) (*pr
 		return nil, err
 	}
 	return res, nil
+}
+
+// agentKilledCell finishes the record of a cell during which the
+// sandbox's agent was killed and the sandbox ended: exit code 137,
+// status failed, EndedBy EndedAgentKilled, and a dead context. Out of
+// memory is named as such.
+func (r *Runner) agentKilledCell(ctx context.Context, e *airlock.Execution, sb airlock.Sandbox, c Cell, before airlock.Stats, stdout, stderr *capture) (*protocol.CellResult, error) {
+	st, stErr := sb.Stats(ctx)
+	if stErr == nil {
+		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
+		e.OOMKilled = st.OOMKilled
+	}
+	e.ExitCode = 137
+	stderr.note("airlock: the sandbox's agent was killed while the cell ran; the sandbox is gone\n")
+	e.Stdout, e.StdoutTruncated = stdout.result()
+	e.Stderr, e.StderrTruncated = stderr.result()
+	r.classify(e, sb, before, st, stErr, c.Limits)
+	e.Status = airlock.StatusCompleted
+	if e.EndedBy == "" {
+		e.EndedBy = airlock.EndedAgentKilled
+		e.Status = airlock.StatusFailed
+		e.Error = "the sandbox's agent (its first process) was killed while the cell ran, and the sandbox ended with it"
+	}
+	if err := r.finish(ctx, e); err != nil {
+		return nil, err
+	}
+	return &protocol.CellResult{Died: true, DurationMS: e.DurationMS}, nil
 }
 
 // CellSlack is how long past a cell's timeout the runner waits for it.

@@ -157,6 +157,10 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	}
 
 	status, waitErr, how := r.wait(ctx, p, start, job)
+	// The agent's connection ended under a running program: if the
+	// sandbox is ending too, its first process (the agent) died with it.
+	sandboxGone := waitErr != nil && how == exited && r.endsSoon(ctx, sb)
+	agentKilled := false
 	e.DurationMS = time.Since(start).Milliseconds()
 	e.Phases[airlock.PhaseRun] = msOf(time.Since(start))
 	runSpan.End()
@@ -201,11 +205,22 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 		if status.StderrDropped > 0 {
 			stderr.markTruncated()
 		}
-	case how == timedOut || e.OOMKilled || ended(sb) || r.cfg.Watchdog.KilledBy(sb.ID()) != "":
+	case how == timedOut || e.OOMKilled || r.cfg.Watchdog.KilledBy(sb.ID()) != "":
 		// Killed at the deadline, or the whole sandbox died (out of
-		// memory): like a shell, report a SIGKILL as 128+9.
+		// memory, or a detector killed it): like a shell, report a
+		// SIGKILL as 128+9.
 		e.ExitCode = 137
 		e.TimedOut = how == timedOut
+	case sandboxGone || ended(sb):
+		agentKilled = true
+		// No limit and no detector: the agent, the sandbox's first
+		// process, was killed from inside (kill -9 1 runs as its user)
+		// and the sandbox ended with it. That is what the code did, so
+		// it is the run's result, not a failure to retry.
+		e.ExitCode = 137
+		e.EndedBy = airlock.EndedAgentKilled
+		e.Error = "the sandbox's agent (its first process) was killed while the program ran, and the sandbox ended with it"
+		stderr.note("airlock: the sandbox's agent was killed while the program ran; the sandbox is gone\n")
 	default:
 		// The agent stopped answering while the sandbox lives.
 		err := fmt.Errorf("the agent stopped answering while the program ran: %w", waitErr)
@@ -226,6 +241,9 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 		e.Phases[airlock.PhaseCollect] = msOf(time.Since(t))
 	}
 	e.Status = airlock.StatusCompleted
+	if agentKilled {
+		e.Status = airlock.StatusFailed
+	}
 	if err := r.finish(ctx, e); err != nil {
 		return e, err
 	}
@@ -325,3 +343,19 @@ func (r *Runner) wait(ctx context.Context, p airlock.Process, start time.Time, j
 
 // ended reports whether the sandbox has exited on its own.
 func ended(sb airlock.Sandbox) bool { return closed(sb.Done()) }
+
+// endsSoon reports whether the sandbox exits within KillGrace: the
+// agent's connection closes the moment the agent dies, a moment before
+// the backend sees its sandbox end.
+func (r *Runner) endsSoon(ctx context.Context, sb airlock.Sandbox) bool {
+	t := time.NewTimer(r.cfg.KillGrace)
+	defer t.Stop()
+	select {
+	case <-sb.Done():
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return ended(sb)
+	}
+}

@@ -66,6 +66,9 @@ type fixture struct {
 	store  *sqlite.DB
 	tenant *airlock.Tenant
 	sb     *hostSandbox
+	// agentConn is the agent's end of its connection: closing it is the
+	// agent dying, as far as the host can tell.
+	agentConn net.Conn
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -103,7 +106,7 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{r: r, store: store, tenant: tenant, sb: &hostSandbox{agent: c, ws: ws, done: make(chan struct{})}}
+	return &fixture{r: r, store: store, tenant: tenant, sb: &hostSandbox{agent: c, ws: ws, done: make(chan struct{})}, agentConn: agentSide}
 }
 
 func (f *fixture) begin(t *testing.T, code string) *airlock.Execution {

@@ -60,6 +60,9 @@ type Config struct {
 	MaxExecTimeout time.Duration
 	// OutputBytes caps each stream of one exec or cell (1 MiB).
 	OutputBytes int64
+	// MaxUploads is how many file uploads one session takes at once (4);
+	// one more is refused with 429 too-many-uploads and a Retry-After.
+	MaxUploads int
 	// ProcessMemory is the share of a session's memory one process may
 	// address (RLIMIT_AS); 0.75 if zero. The rest is headroom for the
 	// sandbox's own kernel, other processes and page cache, so that one
@@ -144,6 +147,12 @@ func (c *Config) Validate() error {
 	}
 	if c.OutputBytes <= 0 {
 		c.OutputBytes = 1 << 20
+	}
+	if c.MaxUploads < 0 {
+		return fmt.Errorf("session: MaxUploads must not be negative")
+	}
+	if c.MaxUploads == 0 {
+		c.MaxUploads = 4
 	}
 	if c.ProcessMemory == 0 {
 		c.ProcessMemory = 0.75

@@ -62,15 +62,21 @@ func fileError(p string, err error) error {
 	return &airlock.Error{Code: airlock.EINTERNAL, Message: "file request failed", Err: err}
 }
 
-// countingReader counts what was read.
+// countingReader counts what was read, and keeps the API error a read
+// failed with (an upload cut off by its front end for its rate, say).
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err *airlock.Error
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
+	var ae *airlock.Error
+	if err != nil && errors.As(err, &ae) {
+		c.err = ae
+	}
 	return n, err
 }
 
@@ -78,7 +84,9 @@ func (c *countingReader) Read(b []byte) (int, error) {
 // missing directories). The agent writes a temporary file and renames it
 // at the end, so a failed upload (disk full, client gone) leaves no
 // partial file. size, if not negative, is the announced size: more than
-// the session's disk is refused before anything is sent.
+// the session's disk is refused before anything is sent. A session takes
+// Config.MaxUploads uploads at once; one more is refused (429
+// too-many-uploads, with Retry-After).
 func (m *Manager) PutFile(ctx context.Context, tenant *airlock.Tenant, id, path string, size int64, r io.Reader) (*airlock.PutFileResult, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
@@ -90,7 +98,20 @@ func (m *Manager) PutFile(ctx context.Context, tenant *airlock.Tenant, id, path 
 	defer end()
 	l.mu.Lock()
 	disk, sb := l.rec.Limits.DiskBytes, l.sb()
+	busy := l.uploads >= m.cfg.MaxUploads
+	if !busy {
+		l.uploads++
+	}
 	l.mu.Unlock()
+	if busy {
+		return nil, airlock.Problem(airlock.ERATELIMITED, "too-many-uploads",
+			"session %s has %d uploads in progress, the most it takes at once; retry when one has finished", id, m.cfg.MaxUploads).RetryLater(time.Second)
+	}
+	defer func() {
+		l.mu.Lock()
+		l.uploads--
+		l.mu.Unlock()
+	}()
 	if size > disk {
 		return nil, airlock.Problem(airlock.ETOOLARGE, "file-too-large", "the file is %d bytes; the session's disk holds %d", size, disk)
 	}
@@ -103,6 +124,10 @@ func (m *Manager) PutFile(ctx context.Context, tenant *airlock.Tenant, id, path 
 		var re *protocol.RemoteError
 		if errors.As(err, &re) {
 			return nil, fileError(path, err)
+		}
+		if cr.err != nil {
+			// The body failed with an API error of its own.
+			return nil, cr.err
 		}
 		if ctx.Err() != nil || cr.n > 0 && !errors.Is(err, protocol.ErrClosed) {
 			// The upload itself broke (client gone, body cut short).

@@ -35,6 +35,7 @@ type live struct {
 	rec      airlock.Session  // the record as last written (State is the truth)
 	lease    *provision.Lease // nil while creating
 	inflight int              // calls running now
+	uploads  int              // of them, PutFile calls
 	procs    map[int]*running
 	contexts map[string]*codeContext
 	ended    chan struct{} // closed once the session is final
