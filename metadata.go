@@ -52,8 +52,9 @@ type Store interface {
 	// ErrNotFound if the tenant does not exist.
 	SetTenantIsolation(ctx context.Context, tenantID string, i Isolation) error
 
-	CreateAPIKey(ctx context.Context, k *APIKey) error
-	// TenantByKeyHash resolves a key hash to its tenant; ErrNotFound if none.
+	KeyStore
+	// TenantByKeyHash resolves the hash of a usable tenant key (not
+	// revoked, not expired) to its tenant; ErrNotFound otherwise.
 	TenantByKeyHash(ctx context.Context, hash string) (*Tenant, error)
 
 	// CreateExecution records a run as it starts (status running).

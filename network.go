@@ -300,6 +300,10 @@ type Egress interface {
 	// HasBrokerScope reports whether the operator configured a broker
 	// scope of that name.
 	HasBrokerScope(name string) bool
+	// BrokerGranted checks that the tenant was granted the broker scope:
+	// nil, a 403 problem ProblemBrokerScopeNotGranted, or the store's
+	// error.
+	BrokerGranted(ctx context.Context, tenantID, scope string) error
 }
 
 // NetworkReattacher is implemented by egress services that can take back,
@@ -368,6 +372,9 @@ type BrokerCaller struct {
 // sandbox code sends to BrokerHost.
 type Broker interface {
 	HasScope(name string) bool
+	// Granted checks that the tenant was granted the scope (see
+	// Egress.BrokerGranted); ServeBroker checks it again at every call.
+	Granted(ctx context.Context, tenantID, scope string) error
 	ServeBroker(w http.ResponseWriter, r *http.Request, c BrokerCaller)
 }
 

@@ -119,7 +119,7 @@ print("drawn")`
 	}
 	exp, _ := strconv.ParseInt(u.Query().Get("expires"), 10, 64)
 	base := u.Scheme + "://" + u.Host
-	if want := rest.SignArtifactURL([]byte(hex.EncodeToString(signingKey)), base, e.TenantID, a.ID, time.Unix(exp, 0)); a.URL != want {
+	if want := rest.SignArtifactURL([]byte(hex.EncodeToString(signingKey)), base, e.TenantID, u.Query().Get("key"), a.ID, time.Unix(exp, 0)); a.URL != want {
 		t.Errorf("artifact URL %s is not the one the shared key signs (%s)", a.URL, want)
 	}
 	tampered := strings.Replace(a.URL, "token=", "token=00", 1)

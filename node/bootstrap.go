@@ -36,6 +36,7 @@ func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, 
 		return err
 	}
 	secret, key := airlock.NewAPIKey(t.ID, airlock.NewID(), time.Now())
+	key.Name = "default"
 	path := filepath.Join(stateDir, "default.key")
 	if err := writeSecret(path, []byte(secret+"\n")); err != nil {
 		return err
@@ -46,6 +47,34 @@ func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, 
 	}
 	logger.Info("created tenant default; its API key is in the key file", "key_file", path)
 	fmt.Fprintf(os.Stderr, "airlockd: created tenant \"default\"; API key written to %s\n", path)
+	return nil
+}
+
+// bootstrapAdmin makes an operator (admin) key when the store has none
+// and writes it to <state>/admin.key (mode 0600), beside default.key: on
+// the first start, and on the first start of a store made before keys
+// had roles. On a store that several nodes share, the node that makes it
+// has the file.
+func bootstrapAdmin(ctx context.Context, store airlock.Store, stateDir string, logger *slog.Logger) error {
+	keys, err := store.ListAPIKeys(ctx, airlock.KeyFilter{Role: airlock.RoleAdmin})
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		return nil
+	}
+	secret, key := airlock.NewAPIKey("", airlock.NewID(), time.Now())
+	key.Role, key.Name = airlock.RoleAdmin, "bootstrap"
+	path := filepath.Join(stateDir, "admin.key")
+	if err := writeSecret(path, []byte(secret+"\n")); err != nil {
+		return err
+	}
+	if err := store.CreateAPIKey(ctx, key); err != nil {
+		os.Remove(path)
+		return err
+	}
+	logger.Info("created an operator key; it is in the key file", "key_file", path)
+	fmt.Fprintf(os.Stderr, "airlockd: created an operator (admin) key; written to %s\n", path)
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (o EgressConfig) allowFor(t *airlock.Tenant) []string {
 // startEgress makes the egress service and the broker, whose credentials
 // it adds to secrets. It returns nil when egress is off. Call reconcile
 // before serving.
-func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, tenants egress.TenantMeter, secrets *secretscan.Known,
+func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, grants broker.Grants, tenants egress.TenantMeter, secrets *secretscan.Known,
 	deny []netip.Prefix, logger *slog.Logger) (*egress.Service, error) {
 	if o.Disabled {
 		if len(o.Allow) > 0 || o.BrokerConfig != "" {
@@ -114,6 +114,7 @@ func startEgress(o EgressConfig, stateDir string, audit airlock.EgressStore, ten
 		}
 		cfg := broker.Config{
 			Scopes: scopes,
+			Grants: grants,
 			// The broker records through the egress service made below.
 			Record: func(ev *airlock.EgressEvent) { svc.Record(ev) },
 			Logger: logger,

@@ -100,7 +100,7 @@ func WithFrontDoor(f func(n *Node, api http.Handler) http.Handler) Option {
 }
 
 // WithoutDefaultTenant leaves an empty store empty: no tenant "default"
-// and no default.key.
+// and no default.key, no operator key and no admin.key.
 func WithoutDefaultTenant() Option { return func(p *parts) { p.noDefaultTenant = true } }
 
 // WithFleetAuthenticator makes the fleet learn a client's tenant from a

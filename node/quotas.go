@@ -101,3 +101,12 @@ func newQuotas(ctx context.Context, o QuotaConfig, fo FleetConfig, maxPerTenant 
 // day's counters unless --quota-flush says otherwise: what one node may
 // use of a daily quota before the others see it.
 const fleetQuotaFlush = 2 * time.Second
+
+// quotaNames are the quotas the admin API may override for a tenant.
+func quotaNames() []string {
+	var out []string
+	for _, k := range quota.Keys() {
+		out = append(out, string(k))
+	}
+	return out
+}

@@ -43,5 +43,8 @@ func (n *Node) recover(ctx context.Context) error {
 	if n.parts.noDefaultTenant {
 		return nil
 	}
-	return bootstrapTenant(ctx, n.Store, n.cfg.StateDir, n.logger)
+	if err := bootstrapTenant(ctx, n.Store, n.cfg.StateDir, n.logger); err != nil {
+		return err
+	}
+	return bootstrapAdmin(ctx, n.Store, n.cfg.StateDir, n.logger)
 }

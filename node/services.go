@@ -41,7 +41,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	if n.Abuse != nil {
 		n.onClose(func() { n.Abuse.Close() })
 	}
-	if n.Egress, err = startEgress(c.Egress, c.StateDir, egressStoreOf(n.Abuse, n.Store), n.Quotas, secrets, c.Fleet.infrastructure(c.Store.URL), n.logger); err != nil {
+	if n.Egress, err = startEgress(c.Egress, c.StateDir, egressStoreOf(n.Abuse, n.Store), n.Store, n.Quotas, secrets, c.Fleet.infrastructure(c.Store.URL), n.logger); err != nil {
 		return err
 	}
 	if n.Egress != nil { // closed after the sessions and the provisioner: their networks go first

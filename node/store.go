@@ -26,6 +26,9 @@ type Store interface {
 	airlock.QuotaStore
 	airlock.AbuseStore
 	airlock.KeepStore
+	airlock.AuditStore
+	airlock.BrokerGrantStore
+	airlock.TenantDeleter
 	seal.KeyStore
 	fleet.Store
 	Close() error

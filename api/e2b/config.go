@@ -22,9 +22,11 @@ type Sessions interface {
 	CloseStdin(ctx context.Context, tenant *airlock.Tenant, id string, pid int) error
 }
 
-// Tenants finds tenants by API key and by ID.
+// Tenants finds API keys by hash and ID, and tenants by ID: every
+// request checks its key's state (revoked, expired) in the store.
 type Tenants interface {
-	TenantByKeyHash(ctx context.Context, hash string) (*airlock.Tenant, error)
+	APIKeyByHash(ctx context.Context, hash string) (*airlock.APIKey, error)
+	APIKey(ctx context.Context, id string) (*airlock.APIKey, error)
 	TenantByID(ctx context.Context, id string) (*airlock.Tenant, error)
 }
 

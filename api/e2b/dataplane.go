@@ -107,20 +107,28 @@ func (s *Server) authorize(ctx context.Context, h http.Header, purposes ...strin
 	if len(id) > 128 {
 		return nil, errorf(400, "bad E2b-Sandbox-Id")
 	}
-	ok := false
+	ok, key := false, ""
 	for _, p := range purposes {
 		hdr := headerAccessToken
 		if p == purposeTraffic {
 			hdr = headerTrafficToken
 		}
-		if s.validToken(p, id, h.Get(hdr)) {
-			ok = true
+		if k, valid := s.validToken(p, id, h.Get(hdr)); valid && !ok {
+			ok, key = true, k
 		}
 	}
 	if !ok {
 		return nil, errorf(http.StatusUnauthorized, "missing or wrong access token for this sandbox")
 	}
-	return s.resolve(ctx, id)
+	ref, err := s.resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The key the token was issued to must still work, at every call.
+	if err := s.tokenKey(ctx, key, ref.tenant.ID); err != nil {
+		return nil, err
+	}
+	return ref, nil
 }
 
 // serveSandbox routes a data-plane call by port: envd (49983) or the code

@@ -161,10 +161,11 @@ func (f *fakeSessions) SessionEgress(ctx context.Context, t *airlock.Tenant, id 
 
 // fakeStore holds E2B records in memory, with one tenant.
 type fakeStore struct {
-	mu     sync.Mutex
-	tenant *airlock.Tenant
-	key    string
-	recs   map[string]*airlock.E2BSandbox
+	mu      sync.Mutex
+	tenant  *airlock.Tenant
+	key     string
+	revoked bool
+	recs    map[string]*airlock.E2BSandbox
 }
 
 func (s *fakeStore) PutE2BSandbox(ctx context.Context, r *airlock.E2BSandbox) error {
@@ -186,9 +187,36 @@ func (s *fakeStore) E2BSandbox(ctx context.Context, id string) (*airlock.E2BSand
 	return &c, nil
 }
 
-func (s *fakeStore) TenantByKeyHash(ctx context.Context, hash string) (*airlock.Tenant, error) {
-	if hash == airlock.HashAPIKey(s.key) {
-		return s.tenant, nil
+// fakeKeyID is the ID of the fake store's one key.
+const fakeKeyID = "k1"
+
+func (s *fakeStore) apiKey() *airlock.APIKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := &airlock.APIKey{ID: fakeKeyID, TenantID: s.tenant.ID, Role: airlock.RoleTenant, Hash: airlock.HashAPIKey(s.key)}
+	if s.revoked {
+		now := time.Now()
+		k.RevokedAt = &now
+	}
+	return k
+}
+
+func (s *fakeStore) revoke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = true
+}
+
+func (s *fakeStore) APIKeyByHash(ctx context.Context, hash string) (*airlock.APIKey, error) {
+	if k := s.apiKey(); hash == k.Hash {
+		return k, nil
+	}
+	return nil, airlock.ErrNotFound
+}
+
+func (s *fakeStore) APIKey(ctx context.Context, id string) (*airlock.APIKey, error) {
+	if id == fakeKeyID {
+		return s.apiKey(), nil
 	}
 	return nil, airlock.ErrNotFound
 }

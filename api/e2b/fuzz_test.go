@@ -81,8 +81,8 @@ func serve(s *Server, req *http.Request) *httptest.ResponseRecorder {
 func sandboxHeaders(s *Server, req *http.Request, port string) {
 	req.Header.Set(headerSandboxID, "sbx")
 	req.Header.Set(headerSandboxPort, port)
-	req.Header.Set(headerAccessToken, s.token(purposeEnvd, "sbx"))
-	req.Header.Set(headerTrafficToken, s.token(purposeTraffic, "sbx"))
+	req.Header.Set(headerAccessToken, s.token(purposeEnvd, "sbx", fakeKeyID))
+	req.Header.Set(headerTrafficToken, s.token(purposeTraffic, "sbx", fakeKeyID))
 }
 
 var procedures = []string{

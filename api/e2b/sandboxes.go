@@ -92,10 +92,12 @@ func decodeBody(r *http.Request, v any) error {
 
 // serveControl routes the control plane.
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
-	t := s.authenticate(w, r)
-	if t == nil {
+	pr := s.authenticate(w, r)
+	if pr == nil {
 		return
 	}
+	t := pr.Tenant
+	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, pr))
 	p := strings.TrimPrefix(r.URL.Path, "/v2")
 	seg := strings.Split(strings.Trim(p, "/"), "/")
 	if seg[0] != "sandboxes" {
@@ -242,7 +244,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 		// runCode need not wait for the interpreter.
 		go s.prepareContext(t, rec)
 	}
-	writeJSON(w, http.StatusCreated, s.sandboxJSON(rec))
+	writeJSON(w, http.StatusCreated, s.sandboxJSON(r, rec))
 	return nil
 }
 
@@ -259,14 +261,27 @@ func (s *Server) prepareContext(t *airlock.Tenant, rec *airlock.E2BSandbox) {
 	}
 }
 
-func (s *Server) sandboxJSON(rec *airlock.E2BSandbox) sandboxJSON {
+// principalKey is the context key of the request's key and tenant.
+type principalKey struct{}
+
+// keyID returns the ID of the key that authenticated the request.
+func keyID(r *http.Request) string {
+	if p, _ := r.Context().Value(principalKey{}).(*airlock.Principal); p != nil {
+		return p.Key.ID
+	}
+	return ""
+}
+
+// sandboxJSON describes the sandbox with tokens issued to the request's
+// key.
+func (s *Server) sandboxJSON(r *http.Request, rec *airlock.E2BSandbox) sandboxJSON {
 	return sandboxJSON{
 		TemplateID:         rec.TemplateID,
 		SandboxID:          rec.SandboxID,
 		ClientID:           s.cfg.ClientID,
 		EnvdVersion:        EnvdVersion,
-		EnvdAccessToken:    s.token(purposeEnvd, rec.SandboxID),
-		TrafficAccessToken: s.token(purposeTraffic, rec.SandboxID),
+		EnvdAccessToken:    s.token(purposeEnvd, rec.SandboxID, keyID(r)),
+		TrafficAccessToken: s.token(purposeTraffic, rec.SandboxID, keyID(r)),
 		Domain:             s.cfg.Domain,
 	}
 }
@@ -307,7 +322,9 @@ func (s *Server) liveSandbox(ctx context.Context, t *airlock.Tenant, id string) 
 	return sess, rec, nil
 }
 
-func (s *Server) detail(sess *airlock.Session, rec *airlock.E2BSandbox, withToken bool) detailJSON {
+// detail describes the session; with a request, it carries the envd
+// token issued to the request's key.
+func (s *Server) detail(sess *airlock.Session, rec *airlock.E2BSandbox, r *http.Request) detailJSON {
 	d := detailJSON{
 		TemplateID:          rec.TemplateID,
 		SandboxID:           sess.ID,
@@ -329,8 +346,8 @@ func (s *Server) detail(sess *airlock.Session, rec *airlock.E2BSandbox, withToke
 	if sess.Network.HasNetwork() {
 		d.Network = &networkJSON{AllowOut: append([]string{}, sess.Network.Allow...), DenyOut: []string{}}
 	}
-	if withToken {
-		d.EnvdAccessToken = s.token(purposeEnvd, sess.ID)
+	if r != nil {
+		d.EnvdAccessToken = s.token(purposeEnvd, sess.ID, keyID(r))
 	}
 	return d
 }
@@ -340,7 +357,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, t *airlock.Tenant,
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.detail(sess, rec, true))
+	writeJSON(w, http.StatusOK, s.detail(sess, rec, r))
 	return nil
 }
 
@@ -415,7 +432,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, t *airlock.Tena
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, s.sandboxJSON(rec))
+	writeJSON(w, http.StatusOK, s.sandboxJSON(r, rec))
 	return nil
 }
 
@@ -502,7 +519,7 @@ scan:
 				more = true
 				break scan
 			}
-			out = append(out, s.detail(sess, rec, false))
+			out = append(out, s.detail(sess, rec, nil))
 			next = sess.ID
 		}
 		if page.NextCursor == "" {

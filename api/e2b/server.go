@@ -143,28 +143,29 @@ func (s *Server) recoverPanics(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // authenticate resolves the request's API key (X-API-KEY; a bearer key
-// works too) to a tenant, or answers 401.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *airlock.Tenant {
+// works too) to a tenant's key, or answers 401: for a missing, unknown,
+// revoked or expired key, and for an operator key (it belongs to no
+// tenant).
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *airlock.Principal {
 	key := strings.TrimSpace(r.Header.Get(headerAPIKey))
 	if key == "" {
 		if scheme, k, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			key = strings.TrimSpace(k)
 		}
 	}
-	if key == "" || len(key) > 512 {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 401, "message": "missing or invalid API key (send it in X-API-KEY)"})
-		return nil
+	p, err := airlock.Authenticate(r.Context(), s.cfg.Tenants, key, s.cfg.Now())
+	if err == nil && p.Tenant == nil {
+		err = airlock.ErrUnauthorized
 	}
-	t, err := s.cfg.Tenants.TenantByKeyHash(r.Context(), airlock.HashAPIKey(key))
-	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 401, "message": "missing or invalid API key (send it in X-API-KEY)"})
+	if airlock.ErrorCode(err) == airlock.EUNAUTHORIZED {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 401, "message": "missing, invalid, revoked or expired API key (send it in X-API-KEY)"})
 		return nil
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return nil
 	}
-	return t
+	return p
 }
 
 func clip(s string, n int) string {

@@ -21,7 +21,7 @@ import (
 func TestWireReplay(t *testing.T) {
 	n := newNode(t)
 	s := n.create(t, n.keyA, `{"templateID":"code-interpreter-v1","metadata":{"k":"v"},"envVars":{"FROM_CREATE":"yes"}}`)
-	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hex64 := regexp.MustCompile(`^[0-9A-Z]{26}\.[0-9a-f]{64}$`) // the key's ID, a dot, the HMAC
 	if s.SandboxID == "" || s.TemplateID != "code-interpreter-v1" || s.ClientID == "" || s.EnvdVersion != "0.5.7" ||
 		!hex64.MatchString(s.EnvdAccessToken) || !hex64.MatchString(s.TrafficAccessToken) || s.EnvdAccessToken == s.TrafficAccessToken ||
 		s.Domain != "airlock.invalid" {

@@ -18,8 +18,15 @@ import (
 // keys is a key store with one key.
 type keys struct{ key string }
 
-func (k keys) TenantByKeyHash(_ context.Context, hash string) (*airlock.Tenant, error) {
+func (k keys) APIKeyByHash(_ context.Context, hash string) (*airlock.APIKey, error) {
 	if hash == airlock.HashAPIKey(k.key) {
+		return &airlock.APIKey{ID: "k1", TenantID: "t1", Role: airlock.RoleTenant, Hash: hash}, nil
+	}
+	return nil, airlock.ErrNotFound
+}
+
+func (k keys) TenantByID(_ context.Context, id string) (*airlock.Tenant, error) {
+	if id == "t1" {
 		return &airlock.Tenant{ID: "t1", Name: "fuzz"}, nil
 	}
 	return nil, airlock.ErrNotFound

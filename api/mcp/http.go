@@ -10,14 +10,14 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/problem"
 )
 
-// Keys resolves API keys to tenants: the store, as the REST API uses it.
-type Keys interface {
-	TenantByKeyHash(ctx context.Context, hash string) (*airlock.Tenant, error)
-}
+// Keys resolves API keys to keys and tenants: the store, as the REST API
+// uses it (every request checks the key's state: revoked, expired).
+type Keys = airlock.KeyResolver
 
 // DefaultMaxBodyBytes bounds one request to /mcp: a tool call carries at
 // most 1 MiB of code or 4 MiB of file content, which JSON escaping can
@@ -131,8 +131,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.unauthorized(w)
 		return
 	}
-	tenant, err := h.cfg.Keys.TenantByKeyHash(r.Context(), airlock.HashAPIKey(key))
-	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+	p, err := rest.Authenticator{Keys: h.cfg.Keys}.AuthenticateSecret(r, key)
+	if err == nil && p.Tenant == nil {
+		err = airlock.ErrUnauthorized // an operator key belongs to no tenant
+	}
+	if airlock.ErrorCode(err) == airlock.EUNAUTHORIZED {
 		h.unauthorized(w)
 		return
 	} else if err != nil {
@@ -147,7 +150,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if host == "" || strings.ContainsAny(host, "/?#@ \\") {
 		host = "localhost"
 	}
-	c := &caller{key: key, tenant: tenant, base: scheme + "://" + host}
+	c := &caller{key: key, tenant: p.Tenant, base: scheme + "://" + host}
 	h.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 }
 

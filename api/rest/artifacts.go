@@ -24,24 +24,27 @@ import (
 // airlock.ArtifactBlobKey, the one key the manager writes under.
 func ArtifactBlobKey(a *airlock.Artifact) string { return airlock.ArtifactBlobKey(a) }
 
-// artifactToken is the hex HMAC-SHA256 of "artifact|<id>|<tenantID>|<expires>".
-func artifactToken(key []byte, artifactID, tenantID string, expires int64) string {
+// artifactToken is the hex HMAC-SHA256 of
+// "artifact|<id>|<tenantID>|<expires>|<keyID>".
+func artifactToken(key []byte, artifactID, tenantID string, expires int64, keyID string) string {
 	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "artifact|%s|%s|%d", artifactID, tenantID, expires)
+	fmt.Fprintf(mac, "artifact|%s|%s|%d|%s", artifactID, tenantID, expires, keyID)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // SignArtifactURL returns a download URL for the tenant's artifact that
-// needs no API key until expires (whole seconds):
-// <base>/v1/artifacts/<id>?expires=<unix>&tenant=<tenantID>&token=<hex>,
-// where base is "<scheme>://<host>[/<base path>]" and the token is the HMAC-SHA256 under
-// key of "artifact|<id>|<tenantID>|<unix>".
-func SignArtifactURL(key []byte, base, tenantID, artifactID string, expires time.Time) string {
+// needs no API key until expires (whole seconds), as long as the API key
+// it was issued under (keyID) is neither revoked nor expired:
+// <base>/v1/artifacts/<id>?expires=<unix>&key=<keyID>&tenant=<tenantID>&token=<hex>,
+// where base is "<scheme>://<host>[/<base path>]" and the token is the
+// HMAC-SHA256 under key of "artifact|<id>|<tenantID>|<unix>|<keyID>".
+func SignArtifactURL(key []byte, base, tenantID, keyID, artifactID string, expires time.Time) string {
 	exp := expires.Unix()
 	q := url.Values{
 		"expires": {strconv.FormatInt(exp, 10)},
+		"key":     {keyID},
 		"tenant":  {tenantID},
-		"token":   {artifactToken(key, artifactID, tenantID, exp)},
+		"token":   {artifactToken(key, artifactID, tenantID, exp, keyID)},
 	}
 	return strings.TrimSuffix(base, "/") + "/v1/artifacts/" + url.PathEscape(artifactID) + "?" + q.Encode()
 }
@@ -94,9 +97,13 @@ func (s *Server) withArtifactURLs(r *http.Request, tenant *airlock.Tenant, e *ai
 	copy(out.Artifacts, e.Artifacts)
 	base := s.baseURL(r)
 	expires := s.cfg.Now().Add(s.cfg.ArtifactURLTTL)
+	keyID := ""
+	if p := PrincipalFrom(r); p != nil {
+		keyID = p.Key.ID
+	}
 	for i := range out.Artifacts {
 		if a := &out.Artifacts[i]; a.ID != "" {
-			a.URL = SignArtifactURL(s.cfg.SigningKey, base, tenant.ID, a.ID, expires)
+			a.URL = SignArtifactURL(s.cfg.SigningKey, base, tenant.ID, keyID, a.ID, expires)
 		}
 	}
 	return &out
@@ -113,38 +120,55 @@ const (
 )
 
 // checkToken verifies the signed-URL query of a request for artifact id and
-// returns the tenant it was signed for.
-func (s *Server) checkToken(q url.Values, id string) (tenantID string, res tokenResult) {
-	if !q.Has("token") && !q.Has("expires") && !q.Has("tenant") {
-		return "", tokenNone
+// returns the tenant and the key it was signed for.
+func (s *Server) checkToken(q url.Values, id string) (tenantID, keyID string, res tokenResult) {
+	if !q.Has("token") && !q.Has("expires") && !q.Has("tenant") && !q.Has("key") {
+		return "", "", tokenNone
 	}
-	tenantID, token, expStr := q.Get("tenant"), q.Get("token"), q.Get("expires")
+	tenantID, keyID, token, expStr := q.Get("tenant"), q.Get("key"), q.Get("token"), q.Get("expires")
 	exp, err := strconv.ParseInt(expStr, 10, 64)
-	if err != nil || tenantID == "" || strings.Contains(tenantID, "|") || strings.Contains(id, "|") ||
-		len(token) != 2*sha256.Size {
-		return "", tokenBad
+	if err != nil || tenantID == "" || keyID == "" || strings.Contains(tenantID, "|") || strings.Contains(id, "|") ||
+		strings.Contains(keyID, "|") || len(token) != 2*sha256.Size {
+		return "", "", tokenBad
 	}
 	got, err := hex.DecodeString(token)
 	if err != nil {
-		return "", tokenBad
+		return "", "", tokenBad
 	}
-	want, _ := hex.DecodeString(artifactToken(s.cfg.SigningKey, id, tenantID, exp))
+	want, _ := hex.DecodeString(artifactToken(s.cfg.SigningKey, id, tenantID, exp, keyID))
 	if !hmac.Equal(got, want) {
-		return "", tokenBad
+		return "", "", tokenBad
 	}
 	if s.cfg.Now().Unix() > exp {
-		return tenantID, tokenExpired
+		return tenantID, keyID, tokenExpired
 	}
-	return tenantID, tokenValid
+	return tenantID, keyID, tokenValid
 }
 
 // getArtifact serves an artifact's bytes: GET /v1/artifacts/{id}. A valid
 // signed URL or the owning tenant's key authorises it; an expired signed
-// URL is 401; anything else is 404, so nobody learns whether another
-// tenant's artifact exists.
+// URL, or one issued under a key since revoked or expired, is 401;
+// anything else is 404, so nobody learns whether another tenant's
+// artifact exists.
 func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	tokenTenant, res := s.checkToken(r.URL.Query(), id)
+	tokenTenant, tokenKey, res := s.checkToken(r.URL.Query(), id)
+	if res == tokenValid {
+		k, err := airlock.KeyByID(r.Context(), s.cfg.Store, tokenKey, s.cfg.Now())
+		switch {
+		case airlock.ErrorCode(err) == airlock.EUNAUTHORIZED:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+			s.writeProblem(w, r, newProblem(airlock.EUNAUTHORIZED, "artifact-link-revoked", 0,
+				"the API key this artifact link was issued under was revoked or has expired"))
+			return
+		case err != nil:
+			s.error(w, r, err)
+			return
+		case k.TenantID != tokenTenant:
+			s.error(w, r, artifactNotFound(id))
+			return
+		}
+	}
 
 	var owner string
 	switch t := TenantFrom(r.Context()); {

@@ -133,9 +133,12 @@ func TestArtifactLinks(t *testing.T) {
 		{"later expiry", with("expires", strconv.FormatInt(exp+3600, 10)), 404, "not-found"},
 		{"expiry not a number", with("expires", "soon"), 404, "not-found"},
 		{"other tenant", with("tenant", "someone-else"), 404, "not-found"},
+		{"other key", with("key", e.keyID(e.keyB)), 404, "not-found"},
+		{"no key", with("key", ""), 404, "not-found"},
+		{"key of another tenant, signed", rest.SignArtifactURL(e.key, e.srv.URL, e.tenantA.ID, e.keyID(e.keyB), id, e.clock.Now().Add(time.Hour)), 404, "not-found"},
 		{"other artifact", strings.Replace(link, "/v1/artifacts/"+id, "/v1/artifacts/other", 1), 404, "not-found"},
-		{"signed with another key", rest.SignArtifactURL([]byte(strings.Repeat("x", 32)), e.srv.URL, e.tenantA.ID, id, e.clock.Now().Add(time.Hour)), 404, "not-found"},
-		{"signed in the past", rest.SignArtifactURL(e.key, e.srv.URL, e.tenantA.ID, id, e.clock.Now().Add(-time.Second)), 401, "artifact-link-expired"},
+		{"signed with another key", rest.SignArtifactURL([]byte(strings.Repeat("x", 32)), e.srv.URL, e.tenantA.ID, e.keyID(e.keyA), id, e.clock.Now().Add(time.Hour)), 404, "not-found"},
+		{"signed in the past", rest.SignArtifactURL(e.key, e.srv.URL, e.tenantA.ID, e.keyID(e.keyA), id, e.clock.Now().Add(-time.Second)), 401, "artifact-link-expired"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,7 +149,7 @@ func TestArtifactLinks(t *testing.T) {
 
 	t.Run("valid while fresh", func(t *testing.T) {
 		e.t = t
-		resp := e.doURL(req{method: "GET"}, rest.SignArtifactURL(e.key, e.srv.URL, e.tenantA.ID, id, e.clock.Now().Add(time.Minute)))
+		resp := e.doURL(req{method: "GET"}, rest.SignArtifactURL(e.key, e.srv.URL, e.tenantA.ID, e.keyID(e.keyA), id, e.clock.Now().Add(time.Minute)))
 		if b := readBody(t, resp); resp.StatusCode != 200 || string(b) != "data" {
 			t.Errorf("got %d %q", resp.StatusCode, b)
 		}

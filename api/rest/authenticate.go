@@ -9,10 +9,12 @@ import (
 
 // Authenticate says which tenant r is from by the key it carries: the
 // E2B API's X-API-Key, or else a bearer key (the order the E2B routes
-// use). A missing or unknown key is airlock.ErrUnauthorized; other
-// errors are failures to decide. It serves front ends that must know
-// the caller before they act for it (the fleet places nothing for an
-// anonymous request).
+// use), through the same revocation-aware check as every route: a
+// missing, unknown, revoked or expired key is EUNAUTHORIZED; other
+// errors are failures to decide. An operator key is let through with no
+// tenant (the node it reaches answers what an operator key may do). It
+// serves front ends that must know the caller before they act for it
+// (the fleet places nothing for an anonymous request).
 func (s *Server) Authenticate(r *http.Request) (string, error) {
 	key := strings.TrimSpace(r.Header.Get("X-Api-Key"))
 	if key == "" {
@@ -25,12 +27,12 @@ func (s *Server) Authenticate(r *http.Request) (string, error) {
 	if len(key) > maxKeyBytes {
 		return "", airlock.ErrUnauthorized
 	}
-	t, err := s.cfg.Store.TenantByKeyHash(r.Context(), airlock.HashAPIKey(key))
-	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
-		return "", airlock.ErrUnauthorized
-	}
+	p, err := s.auth.AuthenticateSecret(r, key)
 	if err != nil {
 		return "", err
 	}
-	return t.ID, nil
+	if p.IsAdmin() || p.Tenant == nil {
+		return "", nil
+	}
+	return p.Tenant.ID, nil
 }

@@ -280,6 +280,15 @@ func addTenant(t tb, db *sqlite.DB, name string) (*airlock.Tenant, string) {
 	return tenant, secret
 }
 
+// keyID returns the ID of the key with the secret.
+func (e *env) keyID(secret string) string {
+	k, err := e.store.APIKeyByHash(context.Background(), airlock.HashAPIKey(secret))
+	if err != nil {
+		panic(err)
+	}
+	return k.ID
+}
+
 // req is one request to the test server.
 type req struct {
 	method, path string

@@ -9,6 +9,7 @@ const (
 	authNone     authMode = iota // public
 	authBearer                   // a valid bearer key is required
 	authOptional                 // a bearer key, if sent, must be valid; the handler decides
+	authAdmin                    // a valid operator (admin) key is required
 )
 
 // route is one operation of the API.
@@ -36,6 +37,26 @@ var routes = []route{
 	// Signed URL (token query) or the owner's bearer key.
 	{http.MethodGet, "/v1/artifacts/{id}", (*Server).getArtifact, authOptional},
 	{http.MethodGet, "/v1/usage", (*Server).usage, authBearer},
+
+	// The tenant's own keys (keys.go).
+	{http.MethodGet, "/v1/keys", (*Server).listKeys, authBearer},
+	{http.MethodPost, "/v1/keys", (*Server).createKey, authBearer},
+	{http.MethodDelete, "/v1/keys/{key_id}", (*Server).revokeKey, authBearer},
+
+	// The admin API: operator keys only (admin.go, audit.go).
+	{http.MethodPost, "/v1/admin/tenants", (*Server).adminCreateTenant, authAdmin},
+	{http.MethodGet, "/v1/admin/tenants", (*Server).adminListTenants, authAdmin},
+	{http.MethodGet, "/v1/admin/tenants/{name}", (*Server).adminGetTenant, authAdmin},
+	{http.MethodPatch, "/v1/admin/tenants/{name}", (*Server).adminPatchTenant, authAdmin},
+	{http.MethodDelete, "/v1/admin/tenants/{name}", (*Server).adminDeleteTenant, authAdmin},
+	{http.MethodPost, "/v1/admin/tenants/{name}/keys", (*Server).adminCreateKey, authAdmin},
+	{http.MethodGet, "/v1/admin/tenants/{name}/keys", (*Server).adminListKeys, authAdmin},
+	{http.MethodPost, "/v1/admin/keys", (*Server).adminCreateOperatorKey, authAdmin},
+	{http.MethodGet, "/v1/admin/keys", (*Server).adminListOperatorKeys, authAdmin},
+	{http.MethodDelete, "/v1/admin/keys/{key_id}", (*Server).adminRevokeKey, authAdmin},
+	{http.MethodGet, "/v1/admin/usage", (*Server).adminUsage, authAdmin},
+	{http.MethodGet, "/v1/admin/events", (*Server).adminEvents, authAdmin},
+	{http.MethodGet, "/v1/admin/audit", (*Server).listAudit, authAdmin},
 
 	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
 	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},

@@ -71,6 +71,15 @@ type Config struct {
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
 	// is empty.
 	EgressLog airlock.EgressStore
+	// Admin serves the admin API (/v1/admin/...); nil answers 501
+	// admin-disabled.
+	Admin AdminStore
+	// Audit keeps the audit log of control-plane actions (keys, tenants,
+	// grants); nil records none and GET /v1/admin/audit answers 501.
+	Audit airlock.AuditStore
+	// QuotaNames are the quotas PATCH /v1/admin/tenants/{name} may
+	// override (package quota's keys); others are 400 unknown-quota.
+	QuotaNames []string
 	// Usage serves GET /v1/usage (the tenant's use of its quotas); nil
 	// answers 501 usage-disabled.
 	Usage airlock.UsageService
@@ -142,6 +151,7 @@ type Server struct {
 	handler    http.Handler
 	publicBase string   // PublicURL without its trailing slash; "" if unset
 	metricsSum [32]byte // SHA-256 of MetricsKey, if set
+	auth       Authenticator
 }
 
 // New returns a server for cfg.
@@ -172,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	cfg.SigningKey = append([]byte(nil), cfg.SigningKey...)
-	s := &Server{cfg: cfg, log: cfg.Logger, uploadRate: rate}
+	s := &Server{cfg: cfg, log: cfg.Logger, auth: Authenticator{Keys: cfg.Store, Now: cfg.Now}, uploadRate: rate}
 	if cfg.PublicURL != "" {
 		u, _ := ParsePublicURL(cfg.PublicURL) // checked by Validate
 		s.publicBase = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
@@ -184,11 +194,8 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	for _, rt := range routes {
 		h := http.Handler(s.bind(rt.handle))
-		switch rt.auth {
-		case authBearer:
-			h = s.authenticate(h, true)
-		case authOptional:
-			h = s.authenticate(h, false)
+		if rt.auth != authNone {
+			h = s.authenticate(h, rt.auth)
 		}
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
@@ -209,8 +216,9 @@ func (s *Server) bind(f func(*Server, http.ResponseWriter, *http.Request)) http.
 type ctxKey struct{}
 
 type requestInfo struct {
-	id     string
-	tenant *airlock.Tenant
+	id        string
+	tenant    *airlock.Tenant
+	principal *airlock.Principal
 }
 
 func info(ctx context.Context) *requestInfo {
@@ -268,9 +276,12 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", ri.id)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
-			tenant := ""
+			tenant, key := "", ""
 			if ri.tenant != nil {
 				tenant = ri.tenant.ID
+			}
+			if ri.principal != nil {
+				key = ri.principal.Key.ID
 			}
 			status := sw.status
 			if status == 0 {
@@ -283,7 +294,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				slog.Int("status", status),
 				slog.Int64("bytes", sw.bytes),
 				slog.Duration("duration", time.Since(start)),
-				slog.String("tenant", tenant))
+				slog.String("tenant", tenant),
+				slog.String("key", key))
 		}()
 		next.ServeHTTP(sw, r)
 	})
@@ -364,46 +376,6 @@ func (w *muxErrorWriter) Write(b []byte) (int, error) {
 
 // maxKeyBytes bounds a bearer key before it is hashed and looked up.
 const maxKeyBytes = 512
-
-// authenticate resolves the bearer key to a tenant and puts it in the
-// request context. A wrong key is always 401; a missing one is 401 if
-// required, else the handler decides.
-func (s *Server) authenticate(next http.Handler, required bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		header := r.Header.Get("Authorization")
-		if header == "" && !required {
-			next.ServeHTTP(w, r)
-			return
-		}
-		key, ok := bearerKey(header)
-		if !ok {
-			s.unauthorized(w, r)
-			return
-		}
-		tenant, err := s.cfg.Store.TenantByKeyHash(r.Context(), airlock.HashAPIKey(key))
-		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
-			s.unauthorized(w, r)
-			return
-		} else if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		info(r.Context()).tenant = tenant
-		next.ServeHTTP(w, r)
-	})
-}
-
-func bearerKey(header string) (string, bool) {
-	scheme, key, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	key = strings.TrimSpace(key)
-	if key == "" || len(key) > maxKeyBytes || strings.ContainsAny(key, " \t") {
-		return "", false
-	}
-	return key, true
-}
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)

@@ -31,12 +31,13 @@ flags:
 `
 
 func init() {
-	register("events", "list the abuse events of this node's store", func(ctx context.Context, args []string) error {
+	register("events", "deprecated: use 'airlock admin events' (list the abuse events of this node's store)", func(ctx context.Context, args []string) error {
 		return runEvents(ctx, args, osStdio())
 	})
 }
 
 func runEvents(ctx context.Context, args []string, std stdio) error {
+	deprecated(std, "events", "airlock admin events")
 	fs := newFlagSet("events", eventsUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
 	tenant := fs.String("tenant", "", "")

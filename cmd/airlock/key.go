@@ -25,12 +25,13 @@ flags:
 `
 
 func init() {
-	register("key", "create API keys in this node's store", func(ctx context.Context, args []string) error {
+	register("key", "deprecated: use 'airlock admin key' (create API keys in this node's store)", func(ctx context.Context, args []string) error {
 		return runKey(ctx, args, osStdio())
 	})
 }
 
 func runKey(ctx context.Context, args []string, std stdio) error {
+	deprecated(std, "key", "airlock admin key")
 	if len(args) == 0 {
 		return usageError(std.err, "key", 2, "want a subcommand: create")
 	}

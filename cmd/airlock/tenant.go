@@ -75,12 +75,13 @@ flags:
 `
 
 func init() {
-	register("tenant", "create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store", func(ctx context.Context, args []string) error {
+	register("tenant", "deprecated: use 'airlock admin tenant' (create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store)", func(ctx context.Context, args []string) error {
 		return runTenant(ctx, args, osStdio())
 	})
 }
 
 func runTenant(ctx context.Context, args []string, std stdio) error {
+	deprecated(std, "tenant", "airlock admin tenant")
 	if len(args) == 0 {
 		return usageError(std.err, "tenant", 2, "want a subcommand: create, set, ls or usage")
 	}

@@ -79,10 +79,11 @@ func isText(b []byte) bool {
 }
 
 // StateDirFiles are airlockd's own secrets in its state directory: the
-// default tenant's API key, the key signing artifact URLs and the E2B
+// default tenant's API key, the operator's key, the key signing artifact URLs and the E2B
 // front-end's token secret.
 var StateDirFiles = map[string]string{
 	"default.key": "airlockd default tenant API key",
+	"admin.key":   "airlockd operator (admin) API key",
 	"signing.key": "airlockd signing key",
 	"e2b.key":     "airlockd E2B token secret",
 }

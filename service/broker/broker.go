@@ -66,6 +66,50 @@ func (b *Broker) Credentials() map[string]string {
 	return out
 }
 
+// Granted checks that the tenant holds the scope: listed in the scope's
+// Tenants (by ID or name) or granted in the store. It reads the store at
+// every call. nil, a 403 problem broker-scope-not-granted, an EINVALID
+// one for an unknown scope, or the store's error.
+func (b *Broker) Granted(ctx context.Context, tenantID, scope string) error {
+	sc := b.scopes[scope]
+	if sc == nil {
+		return airlock.Problem(airlock.EINVALID, "unknown-broker-scope", "the credential broker of this node has no scope %q", scope)
+	}
+	if tenantID == "" {
+		return notGranted(scope)
+	}
+	if slices.Contains(sc.Tenants, tenantID) {
+		return nil
+	}
+	if b.cfg.Grants == nil {
+		return notGranted(scope)
+	}
+	grants, err := b.cfg.Grants.BrokerGrants(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(grants, scope) {
+		return nil
+	}
+	if len(sc.Tenants) > 0 {
+		t, err := b.cfg.Grants.TenantByID(ctx, tenantID)
+		if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+			return notGranted(scope)
+		} else if err != nil {
+			return err
+		}
+		if slices.Contains(sc.Tenants, t.Name) {
+			return nil
+		}
+	}
+	return notGranted(scope)
+}
+
+func notGranted(scope string) error {
+	return airlock.Problem(airlock.EFORBIDDEN, airlock.ProblemBrokerScopeNotGranted,
+		"the tenant was not granted broker scope %q (the operator grants it: airlock admin tenant set NAME --broker-scope %s)", clip(scope), clip(scope))
+}
+
 // HasScope reports whether a scope of that name is configured.
 func (b *Broker) HasScope(name string) bool { _, ok := b.scopes[name]; return ok }
 
@@ -179,6 +223,19 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 	case !slices.Contains(c.Scopes, scopeName):
 		deny(http.StatusForbidden, "scope-not-held", fmt.Sprintf("this sandbox does not hold broker scope %q", scopeName))
 		return
+	}
+	// The grant, at every call: a grant taken back stops live sessions'
+	// calls at once, and a sandbox of another tenant never gets through.
+	if err := b.Granted(r.Context(), c.TenantID, scopeName); err != nil {
+		if airlock.ErrorCode(err) == airlock.EFORBIDDEN {
+			deny(http.StatusForbidden, "scope-not-granted", fmt.Sprintf("the tenant was not granted broker scope %q", scopeName))
+		} else {
+			b.cfg.Logger.Error("broker grant check failed", "scope", scopeName, "err", err)
+			deny(http.StatusServiceUnavailable, "grant-unavailable", "the broker could not check the tenant's grant")
+		}
+		return
+	}
+	switch {
 	case !sc.methods[r.Method]:
 		deny(http.StatusForbidden, "method-not-allowed", fmt.Sprintf("scope %s allows %s, not %s", scopeName, strings.Join(sc.Methods, ", "), r.Method))
 		return

@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,7 +51,47 @@ func upstream(t *testing.T, seen *http.Header) *httptest.Server {
 	return srv
 }
 
+// grants is the store's grants: tenant ID to scopes, and tenants' names.
+type grants struct {
+	mu     sync.Mutex
+	scopes map[string][]string
+	names  map[string]string
+	err    error
+}
+
+func (g *grants) BrokerGrants(_ context.Context, tenantID string) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.scopes[tenantID], g.err
+}
+
+func (g *grants) TenantByID(_ context.Context, id string) (*airlock.Tenant, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n, ok := g.names[id]; ok {
+		return &airlock.Tenant{ID: id, Name: n}, nil
+	}
+	return nil, airlock.ErrNotFound
+}
+
+func (g *grants) set(tenantID string, scopes ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.scopes[tenantID] = scopes
+}
+
+// newBroker makes a broker with two scopes: tickets.read granted to t1
+// by the config file, tickets.write by the store (see newGrants).
 func newBroker(t *testing.T, url string, rec *recorder) *broker.Broker {
+	t.Helper()
+	return newBrokerWith(t, url, rec, newGrants())
+}
+
+func newGrants() *grants {
+	return &grants{scopes: map[string][]string{"t1": {"tickets.write"}}, names: map[string]string{"t1": "acme", "t2": "globex", "t3": "initech"}}
+}
+
+func newBrokerWith(t *testing.T, url string, rec *recorder, g *grants) *broker.Broker {
 	t.Helper()
 	dir := t.TempDir()
 	cred := filepath.Join(dir, "tickets.token")
@@ -63,6 +105,7 @@ func newBroker(t *testing.T, url string, rec *recorder) *broker.Broker {
 			Methods:    []string{"GET"},
 			Paths:      []string{"/v1/tickets/*", "/v1/search/**"},
 			Credential: broker.Credential{File: cred},
+			Tenants:    []string{"t1", "initech"},
 		}, {
 			Name:       "tickets.write",
 			Upstream:   url + "/api",
@@ -73,6 +116,7 @@ func newBroker(t *testing.T, url string, rec *recorder) *broker.Broker {
 			Format:     "{credential}",
 		}},
 		Record: rec.record,
+		Grants: g,
 		Getenv: func(k string) string {
 			if k == "TICKETS_WRITE" {
 				return "w-" + secret
@@ -87,12 +131,80 @@ func newBroker(t *testing.T, url string, rec *recorder) *broker.Broker {
 }
 
 func call(b *broker.Broker, method, path string, scopes ...string) *httptest.ResponseRecorder {
+	return callAs(b, "t1", method, path, scopes...)
+}
+
+func callAs(b *broker.Broker, tenantID, method, path string, scopes ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, "http://broker.airlock.internal"+path, strings.NewReader(""))
 	r.Header.Set("Authorization", "Bearer forged-by-the-sandbox")
 	r.Header.Set("Cookie", "x=1")
 	w := httptest.NewRecorder()
-	b.ServeBroker(w, r, airlock.BrokerCaller{TenantID: "t1", SessionID: "s1", Scopes: scopes})
+	b.ServeBroker(w, r, airlock.BrokerCaller{TenantID: tenantID, SessionID: "s1", Scopes: scopes})
 	return w
+}
+
+// A scope works only for tenants granted it (by the config file, by ID
+// or name, or in the store), checked at every call: a grant taken back
+// stops the next call, and a store that fails refuses.
+func TestBrokerGrants(t *testing.T) {
+	var seen http.Header
+	srv := upstream(t, &seen)
+	rec := &recorder{}
+	g := newGrants()
+	b := newBrokerWith(t, srv.URL, rec, g)
+	ctx := context.Background()
+
+	for _, tt := range []struct {
+		tenant, scope string
+		granted       bool
+	}{
+		{"t1", "tickets.read", true},   // config, by ID
+		{"t3", "tickets.read", true},   // config, by name
+		{"t1", "tickets.write", true},  // store
+		{"t2", "tickets.read", false},  // another tenant
+		{"t2", "tickets.write", false}, // another tenant
+		{"t3", "tickets.write", false},
+		{"", "tickets.read", false},
+		{"nobody", "tickets.read", false},
+	} {
+		err := b.Granted(ctx, tt.tenant, tt.scope)
+		if tt.granted && err != nil || !tt.granted && airlock.ErrorCode(err) != airlock.EFORBIDDEN {
+			t.Errorf("Granted(%s, %s) = %v, want granted %v", tt.tenant, tt.scope, err, tt.granted)
+		}
+	}
+	if err := b.Granted(ctx, "t1", "nope"); airlock.ErrorCode(err) != airlock.EINVALID {
+		t.Errorf("Granted(unknown scope) = %v", err)
+	}
+
+	// A crafted call from a sandbox of t2 that claims the scope (as a
+	// session admitted before the grant was taken would hold it).
+	seen = nil
+	w := callAs(b, "t2", "GET", "/tickets.read/v1/tickets/42", "tickets.read")
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "broker-scope-not-granted") || seen != nil {
+		t.Errorf("t2's call: %d %s (reached upstream: %v)", w.Code, w.Body, seen != nil)
+	}
+	if ev := rec.last(); ev.Verdict != airlock.VerdictDenied || ev.Reason != "scope-not-granted" || ev.TenantID != "t2" {
+		t.Errorf("event %+v", ev)
+	}
+
+	// Granted, then taken back: the very next call is refused.
+	if w := call(b, "POST", "/tickets.write/v1/tickets", "tickets.write"); w.Code != 200 {
+		t.Fatalf("granted call: %d %s", w.Code, w.Body)
+	}
+	g.set("t1")
+	seen = nil
+	if w := call(b, "POST", "/tickets.write/v1/tickets", "tickets.write"); w.Code != http.StatusForbidden || seen != nil {
+		t.Errorf("call after the grant was taken back: %d %s", w.Code, w.Body)
+	}
+
+	// A store that fails refuses (503), never lets the call through.
+	g.mu.Lock()
+	g.err = errors.New("store down")
+	g.mu.Unlock()
+	seen = nil
+	if w := callAs(b, "t2", "POST", "/tickets.write/v1/tickets", "tickets.write"); w.Code != http.StatusServiceUnavailable || seen != nil {
+		t.Errorf("call with the store down: %d %s", w.Code, w.Body)
+	}
 }
 
 func TestBrokerInScope(t *testing.T) {

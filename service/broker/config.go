@@ -47,6 +47,10 @@ type Scope struct {
 	StripResponseHeaders []string `json:"strip_response_headers,omitempty"`
 	// CAFile adds a PEM bundle of roots for this upstream.
 	CAFile string `json:"ca_file,omitempty"`
+	// Tenants are granted the scope by this file (names or IDs), beside
+	// the grants the operator keeps in the store (airlock admin tenant
+	// set NAME --broker-scope SCOPE). No other tenant may use it.
+	Tenants []string `json:"tenants,omitempty"`
 
 	base    *url.URL
 	methods map[string]bool
@@ -81,9 +85,19 @@ func LoadFile(path string) ([]Scope, error) {
 	return fc.Scopes, nil
 }
 
+// Grants is where the broker reads the operator's grants: the store.
+type Grants interface {
+	BrokerGrants(ctx context.Context, tenantID string) ([]string, error)
+	TenantByID(ctx context.Context, id string) (*airlock.Tenant, error)
+}
+
 // Config configures a Broker.
 type Config struct {
 	Scopes []Scope
+	// Grants are the grants kept in the store, read at every call (so a
+	// grant taken back stops live sessions' calls at once); nil means
+	// only the scopes' Tenants.
+	Grants Grants
 	// Record receives the audit event of every call; required.
 	Record func(*airlock.EgressEvent)
 	// LookupHost resolves upstream names; net.DefaultResolver if nil.

@@ -267,7 +267,7 @@ func TestBrokerRedactsEveryEcho(t *testing.T) {
 	b, err := New(Config{
 		Scopes: []Scope{{
 			Name: "echo", Upstream: srv.URL + "/api", Methods: []string{"GET"}, Paths: []string{"/v1/*"},
-			Credential: Credential{Env: "ECHO_TOKEN"},
+			Credential: Credential{Env: "ECHO_TOKEN"}, Tenants: []string{"t"},
 		}},
 		Record: func(*airlock.EgressEvent) {},
 		Getenv: func(k string) string {

@@ -41,7 +41,7 @@ type fixture struct {
 type fixtureOpts struct {
 	quota   int64
 	tenants egress.TenantMeter
-	broker  func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker
+	broker  func(rec func(*airlock.EgressEvent), inet *testnet.Internet, store *sqlite.DB) airlock.Broker
 	deny    func(inet *testnet.Internet) []netip.Prefix // Config.Deny
 }
 
@@ -80,7 +80,7 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	if o.broker != nil {
 		// The broker records through the service, which exists only
 		// after New: hand it a recorder that forwards.
-		cfg.Broker = o.broker(func(ev *airlock.EgressEvent) { f.svc.Record(ev) }, inet)
+		cfg.Broker = o.broker(func(ev *airlock.EgressEvent) { f.svc.Record(ev) }, inet, store)
 	}
 	f.cfg = cfg
 	svc, err := egress.New(cfg)

@@ -29,6 +29,7 @@ import (
 	"github.com/airlockhq/airlock/service/egress"
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // probe is a small client the tests run in the sandbox. Each command
@@ -121,7 +122,7 @@ func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 	if ledger != nil {
 		meter = ledger
 	}
-	w.fixture = newFixture(t, fixtureOpts{tenants: meter, broker: func(rec func(*airlock.EgressEvent), inet *testnet.Internet) airlock.Broker {
+	w.fixture = newFixture(t, fixtureOpts{tenants: meter, broker: func(rec func(*airlock.EgressEvent), inet *testnet.Internet, store *sqlite.DB) airlock.Broker {
 		res, err := newResolver(inet)
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +136,7 @@ func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 				Paths: []string{"/v1/tickets"}, Credential: broker.Credential{File: credFile},
 			}},
 			Record:     rec,
+			Grants:     store,
 			LookupHost: res.LookupHost,
 			RootCAs:    inet.CertPool(),
 		})
@@ -144,6 +146,10 @@ func newWorldWith(t testing.TB, ledger *quota.Ledger) *world {
 		return bk
 	}})
 	inet := w.inet
+	// The world's tenant holds tickets.read (tickets.write is no one's).
+	if err := w.store.SetBrokerGrants(context.Background(), w.tenant.ID, []string{"tickets.read"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The internet: a web server, another one, a ticket system that
 	// checks the credential, names that resolve where they must not, and
@@ -499,6 +505,72 @@ func TestSandboxEgress(t *testing.T) {
 		// A session without the scope cannot even resolve the broker.
 		c := w.session(t, &airlock.NetworkPolicy{Mode: airlock.NetworkAllowList, Allow: []string{"api.test"}})
 		wantErr(t, "broker without scopes", w.probe(t, c, "get", "http://broker.airlock.internal/tickets.read/v1/tickets/42"))
+	})
+	t.Run("grants", func(t *testing.T) {
+		ctx := context.Background()
+		url := "http://broker.airlock.internal/tickets.read/v1/tickets/42"
+		// Another tenant cannot name acme's scope: refused at admission.
+		globex := &airlock.Tenant{Name: "globex"}
+		if err := w.store.CreateTenant(ctx, globex); err != nil {
+			t.Fatal(err)
+		}
+		gsecret, gkey := airlock.NewAPIKey(globex.ID, "", time.Now())
+		if err := w.store.CreateAPIKey(ctx, gkey); err != nil {
+			t.Fatal(err)
+		}
+		asGlobex := func(body string) (int, string) {
+			req, _ := http.NewRequest("POST", w.api+"/v1/sessions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+gsecret)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := asGlobex(`{"image":"base","broker_scopes":["tickets.read"]}`)
+		if code != 403 || !strings.Contains(body, "broker-scope-not-granted") {
+			t.Errorf("globex's session naming tickets.read: %d %s, want 403 broker-scope-not-granted", code, body)
+		}
+		// Granted tickets.write, globex's sandbox crafts a call to
+		// tickets.read: refused by the broker.
+		if err := w.store.SetBrokerGrants(ctx, globex.ID, []string{"tickets.write"}); err != nil {
+			t.Fatal(err)
+		}
+		code, body = asGlobex(`{"image":"base","broker_scopes":["tickets.write"]}`)
+		if code != 201 {
+			t.Fatalf("globex's session with its own scope: %d %s", code, body)
+		}
+		var gs airlock.Session
+		json.Unmarshal([]byte(body), &gs)
+		for name, content := range map[string]string{"probe.py": probe, "ca.pem": string(w.inet.CAPEM)} {
+			if _, err := w.mgr.PutFile(ctx, globex, gs.ID, name, int64(len(content)), strings.NewReader(content)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := w.mgr.Exec(ctx, globex, gs.ID, airlock.SessionExecRequest{Shell: "python3 /workspace/probe.py get " + url, TimeoutSec: 60}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(e.Stdout + e.Stderr); !strings.HasPrefix(got, "HTTP 403") || !strings.Contains(got, "scope-not-held") || strings.Contains(got, w.cred) {
+			t.Errorf("globex's crafted call to acme's scope: %q, want HTTP 403", got)
+		}
+		// Acme's grant taken back: its live session's next call is
+		// refused at once; given again, it works again.
+		wantOK(t, "granted", w.probe(t, a, "get", url), "OK 200")
+		if err := w.store.SetBrokerGrants(ctx, w.tenant.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := w.probe(t, a, "get", url)
+		if !strings.HasPrefix(got, "HTTP 403") || !strings.Contains(got, "broker-scope-not-granted") {
+			t.Errorf("call after the grant was taken back: %q, want HTTP 403 broker-scope-not-granted", got)
+		}
+		if err := w.store.SetBrokerGrants(ctx, w.tenant.ID, []string{"tickets.read"}); err != nil {
+			t.Fatal(err)
+		}
+		wantOK(t, "granted again", w.probe(t, a, "get", url), "OK 200")
 	})
 	t.Run("tightening cuts a connection", func(t *testing.T) {
 		done := make(chan string, 1)

@@ -319,6 +319,14 @@ func (s *Service) HasBrokerScope(name string) bool {
 	return s.cfg.Broker != nil && s.cfg.Broker.HasScope(name)
 }
 
+// BrokerGranted checks the tenant's grant of a broker scope.
+func (s *Service) BrokerGranted(ctx context.Context, tenantID, scope string) error {
+	if s.cfg.Broker == nil {
+		return airlock.Problem(airlock.EFORBIDDEN, "broker-unavailable", "this node runs no credential broker")
+	}
+	return s.cfg.Broker.Granted(ctx, tenantID, scope)
+}
+
 // lookup returns the attachment whose sandbox has address a.
 func (s *Service) lookup(a netip.Addr) *attachment {
 	s.mu.RLock()

@@ -91,7 +91,7 @@ func (p *Provisioner) admitAmong(ctx context.Context, c Claim, backends []airloc
 	if err != nil {
 		return nil, err
 	}
-	if err := p.checkNetwork(b, c); err != nil {
+	if err := p.checkNetwork(ctx, b, c); err != nil {
 		return nil, err
 	}
 	force := c.Continues && c.Kind == Session
@@ -123,7 +123,7 @@ func quotaClaim(c Claim, force bool) quota.Claim {
 func (p *Provisioner) AdmitExec(tenantID string) error { return p.cfg.Quotas.Exec(tenantID) }
 
 // checkNetwork refuses a claim for a network this node cannot give.
-func (p *Provisioner) checkNetwork(b airlock.Backend, c Claim) error {
+func (p *Provisioner) checkNetwork(ctx context.Context, b airlock.Backend, c Claim) error {
 	if !c.Network && len(c.BrokerScopes) == 0 {
 		return nil
 	}
@@ -139,6 +139,11 @@ func (p *Provisioner) checkNetwork(b airlock.Backend, c Claim) error {
 	for _, sc := range c.BrokerScopes {
 		if !p.cfg.Egress.HasBrokerScope(sc) {
 			return airlock.Problem(airlock.EINVALID, "unknown-broker-scope", "the credential broker of this node has no scope %q", sc)
+		}
+		// Only a tenant granted the scope may name it (the broker checks
+		// it again at every call).
+		if err := p.cfg.Egress.BrokerGranted(ctx, c.Tenant.ID, sc); err != nil {
+			return err
 		}
 	}
 	return nil

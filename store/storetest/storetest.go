@@ -20,6 +20,9 @@ type Store interface {
 	airlock.AbuseStore
 	airlock.KeepStore
 	airlock.ExecutionCounter
+	airlock.AuditStore
+	airlock.BrokerGrantStore
+	airlock.TenantDeleter
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 	// The fleet's reaper's (fleet.Store).
@@ -61,6 +64,11 @@ var tests = []struct {
 	{"HostileText", testHostileText},
 	{"Tenants", testTenants},
 	{"APIKeys", testAPIKeys},
+	{"KeyLifecycle", testKeyLifecycle},
+	{"AdminKeys", testAdminKeys},
+	{"AuditLog", testAuditLog},
+	{"BrokerGrants", testBrokerGrants},
+	{"DeleteTenant", testDeleteTenant},
 	{"SetTenantFirstParty", testSetTenantFirstParty},
 	{"SetTenantIsolation", testSetTenantIsolation},
 	{"SetTenantGuard", testSetTenantGuard},
