@@ -36,6 +36,7 @@ type parts struct {
 	frontDoor       func(n *Node, api http.Handler) http.Handler
 	fleetAuth       fleet.Authenticator
 	noDefaultTenant bool
+	noRecovery      bool
 }
 
 // WithBackends makes the node offer these backends (the first is the
@@ -108,3 +109,8 @@ func WithoutDefaultTenant() Option { return func(p *parts) { p.noDefaultTenant =
 func WithFleetAuthenticator(a fleet.Authenticator) Option {
 	return func(p *parts) { p.fleetAuth = a }
 }
+
+// WithoutRecovery starts the node without taking back what an earlier run
+// left (its sessions, sandboxes, networks and interrupted runs): for a
+// test that runs the recovery itself and checks what it did.
+func WithoutRecovery() Option { return func(p *parts) { p.noRecovery = true } }

@@ -38,6 +38,11 @@ import (
 // Options shape a stack; the zero value is a cold node (no snapshots, no
 // pool) with the default limits.
 type Options struct {
+	// NoRecover starts the node without taking back what an earlier run
+	// left on its store and backend (sessions, sandboxes, networks,
+	// interrupted runs), for a test that calls the recovery itself and
+	// checks what it did.
+	NoRecover bool
 	// Backend is the default backend (nil: a fresh testenv.GVisor);
 	// Extra are further backends.
 	Backend *gvisor.Backend
@@ -210,6 +215,11 @@ func (o Options) parts(s *Stack, images *image.Store) []node.Option {
 		node.WithImages(images),
 		node.WithBackends(append([]airlock.Backend{s.Backend}, o.Extra...)...),
 		node.WithoutDefaultTenant(),
+	}
+	if o.NoRecover {
+		parts = append(parts, node.WithoutRecovery())
+	}
+	parts = append(parts,
 		node.WithEgress(o.Egress, o.EgressLog, o.NetworkAllow),
 		node.WithWatchdog(o.Watchdog),
 		node.WithQuarantines(o.Quarantines),
@@ -239,7 +249,7 @@ func (o Options) parts(s *Stack, images *image.Store) []node.Option {
 			}
 			return api
 		}),
-	}
+	)
 	if o.Store != nil {
 		parts = append(parts, node.WithStore(o.Store))
 	}

@@ -287,7 +287,7 @@ func TestRestartReattachesSessions(t *testing.T) {
 	killSandbox(t, "ss-"+dead.ID)
 
 	// The next start.
-	second := newBareStack(t, teststack.Options{Backend: newBackend(), Store: db})
+	second := newBareStack(t, teststack.Options{Backend: newBackend(), Store: db, NoRecover: true})
 	m2 := second.mgr
 	rep, err := m2.Recover(ctx)
 	if err != nil {
