@@ -88,20 +88,3 @@ func TestFleetKeys(t *testing.T) {
 		t.Fatalf("the audit log through n2 does not name %s: %d %s", made.KeyID, r.status, r.body)
 	}
 }
-
-// buildCLI builds cmd/airlock of this module into dir.
-func buildCLI(t *testing.T, dir string) string {
-	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	bin := filepath.Join(dir, "airlock")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/airlock")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build airlock: %v\n%s", err, out)
-	}
-	return bin
-}

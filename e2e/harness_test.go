@@ -157,6 +157,19 @@ func shareImages(t *testing.T, src, dst string) {
 // scripts/setup.sh builds it (the guard's Python grammar is C).
 func buildAirlockd(t *testing.T, dir string) string {
 	t.Helper()
+	return buildCommand(t, dir, "airlockd", true)
+}
+
+// buildCLI builds cmd/airlock of this module into dir, static as
+// scripts/setup.sh builds it.
+func buildCLI(t *testing.T, dir string) string {
+	t.Helper()
+	return buildCommand(t, dir, "airlock", false)
+}
+
+// buildCommand builds cmd/NAME of this module into dir/NAME.
+func buildCommand(t *testing.T, dir, name string, cgo bool) string {
+	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatalf("go env GOMOD: %v", err)
@@ -165,12 +178,15 @@ func buildAirlockd(t *testing.T, dir string) string {
 	if root == "." || root == "" {
 		t.Fatalf("not inside a module (GOMOD %q)", gomod)
 	}
-	bin := filepath.Join(dir, "airlockd")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/airlockd")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if cgo {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build airlockd: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return bin
 }

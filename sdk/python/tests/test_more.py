@@ -12,31 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import airlock  # noqa: E402
-from http.server import ThreadingHTTPServer  # noqa: E402
-import threading  # noqa: E402
-from test_unit import Stub, reply  # noqa: E402
-
-
-class StubTest(unittest.TestCase):
-    """The stub server of test_unit, without its tests."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-        cls.thread = threading.Thread(target=cls.srv.serve_forever, daemon=True)
-        cls.thread.start()
-        cls.url = f"http://127.0.0.1:{cls.srv.server_address[1]}"
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.shutdown()
-        cls.srv.server_close()
-        cls.thread.join()
-
-    def setUp(self):
-        Stub.routes = {}
-        Stub.seen = []
-        self.al = airlock.Airlock(self.url, "key-1", agent_id="unit")
+from test_unit import Stub, StubServerTest as StubTest, reply  # noqa: E402
 
 SESSION = {"session_id": "s1", "state": "running", "image": "python-ds", "size": "small",
            "expires_at": "2026-12-01T00:00:00Z"}

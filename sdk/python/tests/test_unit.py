@@ -77,7 +77,10 @@ def stream(events):
     return h
 
 
-class StubTest(unittest.TestCase):
+class StubServerTest(unittest.TestCase):
+    """The stub server on loopback, a fresh route table and a client for
+    each test; no tests of its own (the other test modules share it)."""
+
     @classmethod
     def setUpClass(cls):
         cls.srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
@@ -96,6 +99,8 @@ class StubTest(unittest.TestCase):
         Stub.seen = []
         self.al = airlock.Airlock(self.url, "key-1", agent_id="unit")
 
+
+class StubTest(StubServerTest):
     def test_run_sends_the_request_and_types_the_result(self):
         Stub.routes[("POST", "/v1/execute")] = reply(200, EXECUTION)
         r = self.al.run("echo hi; exit 3", language="bash", timeout_sec=5)
