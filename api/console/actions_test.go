@@ -144,8 +144,8 @@ func TestConsoleActions(t *testing.T) {
 
 	// Create: small, the default image.
 	p.step("create a session",
-		chromedp.SetValue(chromedp.CSS("#image"), ""),
-		chromedp.SetValue(chromedp.CSS("#size"), "small"),
+		setValue("#image", ""),
+		setValue("#size", "small"),
 		chromedp.Click(chromedp.CSS("#new-session button[type=submit]")),
 		poll(sessionFromHash+` !== '' && `+text("#session-state")+` === 'ready'`),
 		poll(text("#files")+`.includes('/workspace')`))
@@ -159,7 +159,7 @@ func TestConsoleActions(t *testing.T) {
 	// are shown; it also writes a file to download later.
 	markup := `<script>window.pwned=1</script><b id="bold">bold</b>`
 	p.step("run a shell cell",
-		chromedp.SetValue(chromedp.CSS("#language"), "shell"),
+		setValue("#language", "shell"),
 		chromedp.SendKeys(chromedp.CSS("#code"), fmt.Sprintf("echo '%s'; echo oops >&2; printf 'made-%s' > made.txt; exit 3", markup, tok)),
 		chromedp.Click(chromedp.CSS("#run")),
 		poll(text("#cells .cell .exit-code")+` === '3'`))
@@ -174,11 +174,11 @@ func TestConsoleActions(t *testing.T) {
 	}
 	// Two Python cells: the second sees the first's variable.
 	p.step("run Python cells",
-		chromedp.SetValue(chromedp.CSS("#language"), "python"),
-		chromedp.SetValue(chromedp.CSS("#code"), "x = 6 * 7\nprint('x is', x)"),
+		setValue("#language", "python"),
+		setValue("#code", "x = 6 * 7\nprint('x is', x)"),
 		chromedp.Click(chromedp.CSS("#run")),
 		poll(text("#cells .cell pre.stdout")+` === 'x is 42\n'`),
-		chromedp.SetValue(chromedp.CSS("#code"), "print(x + 1)"),
+		setValue("#code", "print(x + 1)"),
 		chromedp.Click(chromedp.CSS("#run")),
 		poll(text("#cells .cell pre.stdout")+` === '43\n' && document.querySelectorAll('#cells .cell').length === 3`))
 	p.shot("session-cells-1280.png")
@@ -281,11 +281,12 @@ func TestConsoleActions(t *testing.T) {
 		poll(text(`tr[data-quota="executions_per_minute"] .limit`)+` === '200 executions'`))
 	p.shot("usage-1280.png")
 
-	// Events: 50 abuse events, then the older 3; the session's events.
+	// Events: 50 abuse events, then the older 3; the session's events
+	// (created, ended and why).
 	p.step("events", hash("#/events"),
 		poll(`document.querySelectorAll('tr[data-event]').length === 50`),
 		poll(fmt.Sprintf(`[...document.querySelectorAll('#session-events tbody tr')].some(r => r.textContent.includes(%q) && r.textContent.includes('deleted'))`, id)),
-		poll(fmt.Sprintf(`[...document.querySelectorAll('#session-events tbody tr')].some(r => r.textContent.includes(%q) && r.querySelector('.badge').textContent === 'paused')`, id)))
+		poll(fmt.Sprintf(`[...document.querySelectorAll('#session-events tbody tr')].some(r => r.textContent.includes(%q) && r.querySelector('.badge').textContent === 'created')`, id)))
 	if eval[bool](p, `document.getElementById('pwn') !== null || !document.body.textContent.includes('event 52 <img src=x id=pwn>')`) {
 		t.Error("an abuse event's summary was not shown as text")
 	}
@@ -351,7 +352,7 @@ func TestConsoleActions(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#key")),
 		chromedp.SendKeys(chromedp.CSS("#key"), secret+"\r"),
 		poll(text("#signin-error")+` === 'That key was refused.'`))
-	p.step("sign in with another key", chromedp.SetValue(chromedp.CSS("#key"), ""),
+	p.step("sign in with another key", setValue("#key", ""),
 		chromedp.SendKeys(chromedp.CSS("#key"), secret2+"\r"),
 		poll(`location.hash === '#/executions'`),
 		hash("#/keys"),

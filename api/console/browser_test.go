@@ -155,6 +155,18 @@ func hash(h string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// setValue sets the value of the first element matching css (an input,
+// a textarea or a select), as a user's choice would.
+func setValue(css, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		ok, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.value = %q; e.dispatchEvent(new Event('change', { bubbles: true })); return e.value === %q; })()`, css, v, v))(ctx, t)
+		if err == nil && !ok {
+			err = fmt.Errorf("could not set %s to %q", css, v)
+		}
+		return err
+	})
+}
+
 // text is an expression: the text of the first element matching css, or
 // "" when there is none.
 func text(css string) string {

@@ -244,8 +244,9 @@ function cellView(language, code, r) {
     h('pre', { class: 'cell-code', 'aria-label': 'code' }, code),
   ];
   if (r.exit_code !== undefined) parts.push(h('p', { class: 'cell-exit' }, 'Exit code ', h('strong', { class: 'exit-code' }, String(r.exit_code))));
-  parts.push(h('h3', {}, 'stdout' + (r.stdout_truncated ? ' (cut at the limit)' : '')), h('pre', { class: 'stdout', tabindex: 0, 'aria-label': 'stdout' }, r.stdout || ''));
-  parts.push(h('h3', {}, 'stderr' + (r.stderr_truncated ? ' (cut at the limit)' : '')), h('pre', { class: 'stderr', tabindex: 0, 'aria-label': 'stderr' }, r.stderr || ''));
+  const stream = (name, text, cut) => [h('h3', {}, name + (cut ? ' (cut at the limit)' : '')),
+    text ? h('pre', { class: name, tabindex: 0, 'aria-label': name }, text) : h('p', { class: name + ' muted empty' }, '(empty)')];
+  parts.push(stream('stdout', r.stdout, r.stdout_truncated), stream('stderr', r.stderr, r.stderr_truncated));
   if (r.value) parts.push(h('h3', {}, 'value'), h('pre', { class: 'value' }, r.value));
   if (r.error) parts.push(h('h3', {}, 'error'), h('pre', { class: 'cell-error' }, `${r.error.name}: ${r.error.value}\n${r.error.traceback || ''}`));
   for (const o of r.outputs || []) {
