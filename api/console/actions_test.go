@@ -84,7 +84,7 @@ const sessionFromHash = `(location.hash.match(/^#\/sessions\/([^/?]+)$/) || [])[
 // a session is created, runs shell and Python cells (output with
 // <script> shown as text), takes an upload and gives a download, takes a
 // snapshot, pauses (state paused, files kept), resumes (the files are
-// there), and ends (end reason deleted); the snapshot is restored into a
+// there), forks (the fork has them too), and ends (end reason deleted); the snapshot is restored into a
 // new session with the same files and deleted; usage shows the quotas;
 // events page through abuse events and show the session's events; a key
 // is created (its secret shown once, stored nowhere) and revoked; the key
@@ -232,6 +232,18 @@ func TestConsoleActions(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#resume")),
 		poll(text("#session-state")+` === 'ready'`),
 		poll(`document.querySelector('#files [data-file="hello.txt"]') !== null && document.querySelector('#files [data-file="made.txt"]') !== null`))
+
+	// Fork: a new session with a copy of the workspace.
+	p.step("fork", chromedp.Click(chromedp.CSS("#fork")), poll(`document.querySelector('#session-result a.fork') !== null`))
+	forked := eval[string](p, text("#session-result a.fork"))
+	cleanup = append(cleanup, forked)
+	buf.Reset()
+	if _, err := a.Client.GetFile(ctx, forked, "hello.txt", &buf); err != nil || buf.String() != upload || forked == id {
+		t.Fatalf("the fork %s: %v %q", forked, err, buf.String())
+	}
+	if _, err := a.Client.DeleteSession(ctx, forked); err != nil {
+		t.Fatal(err)
+	}
 
 	// End, after the confirmation: destroyed, for the reason deleted.
 	p.step("end", chromedp.Click(chromedp.CSS("#end")),

@@ -120,6 +120,15 @@ function first(o, ...names) {
   return undefined;
 }
 
+// memory renders a memory figure named name_bytes, or (the older name)
+// name_mb in MiB.
+function memory(o, name) {
+  const b = first(o, name + '_bytes');
+  if (b !== undefined) return bytes(b);
+  const mb = first(o, name + '_mib', name + '_mb');
+  return mb === undefined ? '' : bytes(mb * 1048576);
+}
+
 function badge(text) { return h('span', { class: 'badge ' + text }, text); }
 
 // errorBox shows an error; a problem of the API with its title and detail.

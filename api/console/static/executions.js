@@ -55,7 +55,7 @@ async function renderExecution(signal, id) {
     ['ID', e.execution_id], ['Status', badge(e.status)], ['Exit code', String(e.exit_code)],
     ['Language', e.language], ['Image', e.image], ['Backend', e.backend || ''],
     ['Start source', e.start_source || ''], ['Duration', ms(e.duration_ms)],
-    ['Peak memory', (e.peak_memory_mb || 0) + ' MB'], ['Started', when(e.created_at)],
+    ['Peak memory', memory(e, 'peak_memory')], ['Started', when(e.created_at)],
     ['Finished', when(e.finished_at)], ['Session', e.session_id ? h('a', { href: '#/sessions/' + encodeURIComponent(e.session_id) }, e.session_id) : 'none (one-shot)'],
     ['Agent', e.agent_id || ''], ['Timed out', e.timed_out ? 'yes' : 'no'], ['Out of memory', e.oom_killed ? 'yes' : 'no'],
     ['Network attempt', e.had_network_attempt ? 'yes' : 'no'],
@@ -78,7 +78,7 @@ async function renderExecution(signal, id) {
   for (const a of e.artifacts || []) {
     const card = h('figure', { class: 'card artifact' });
     const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.id), null, signal);
-    card.append(h('figcaption', {}, h('strong', {}, a.filename), ' ', h('span', { class: 'muted' }, `${a.content_type}, ${bytes(a.size_bytes)}`), ' ',
+    card.append(h('figcaption', {}, h('strong', {}, a.filename), ' ', h('span', { class: 'muted' }, `${a.content_type}, ${bytes(first(a, 'size_bytes', 'size'))}`), ' ',
       h('button', { type: 'button', class: 'link', onclick: async () => download(await get(), a.filename) }, 'Download')));
     if (inlineImage(a.content_type)) {
       get().then(b => {

@@ -79,7 +79,7 @@ function limitsList(s) {
     ['CPUs', String(l.cpus)], ['Memory', bytes(first(l, 'memory_bytes'))], ['Disk', bytes(first(l, 'disk_bytes'))],
     ['Timeout', first(l, 'timeout_s', 'timeout_sec') + ' s (idle ' + first(l, 'idle_timeout_s', 'idle_timeout_sec') + ' s)'], ['Created', when(s.created_at)],
     ['Expires', when(s.expires_at)], ['Network', s.network.mode + (s.network.allow && s.network.allow.length ? ': ' + s.network.allow.join(', ') : '')],
-    ['Usage', `${u.execs} execs, ${u.cell_runs} cells, CPU ${ms(u.cpu_ms)}, memory ${u.memory_mb} MB (peak ${u.peak_memory_mb} MB)`],
+    ['Usage', `${u.execs} execs, ${u.cell_runs} cells, CPU ${ms(u.cpu_ms)}, memory ${memory(u, 'memory')} (peak ${memory(u, 'peak_memory')})`],
     ['Bytes moved', `${bytes(u.bytes_uploaded)} up, ${bytes(u.bytes_downloaded)} down`],
   ];
   if (s.paused_at) list.push(['Paused', when(s.paused_at)]);
