@@ -128,7 +128,17 @@ func (p *page) step(what string, actions ...chromedp.Action[chromedp.Void]) {
 	sctx, cancel := context.WithTimeout(p.ctx, 90*time.Second)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
-		p.t.Fatalf("%s: %v", what, err)
+		// What the page showed, for the one who reads the failure.
+		name := "failed-" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '-'
+		}, strings.ToLower(what)) + ".png"
+		if png, serr := chromedp.Run(p.ctx, chromedp.FullScreenshot(100)); serr == nil {
+			os.WriteFile(filepath.Join(p.out, name), png, 0o644)
+		}
+		p.t.Fatalf("%s: %v (the page: %s)", what, err, filepath.Join(p.out, name))
 	}
 }
 

@@ -78,7 +78,7 @@ func newStack(t *testing.T) *teststack.Stack {
 	})
 	return teststack.New(t, teststack.Options{
 		Store:      store,
-		MaxTimeout: 60 * time.Second,
+		MaxTimeout: 10 * time.Minute, // the ticking command runs while the browser looks, however slow the machine,
 		Egress:     eg,
 		EgressLog:  store,
 		NetworkAllow: func(tn *airlock.Tenant) []string {
@@ -154,7 +154,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Client.Exec(ctx, sess.ID, airlock.SessionExecRequest{
-			Shell: "i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo tick $i; sleep 0.2; done; echo stopped", TimeoutSec: 60})
+			Shell: "i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo tick $i; sleep 0.2; done; echo stopped", TimeoutSec: 600})
 		done <- err
 	}()
 	defer func() {
