@@ -78,7 +78,7 @@ func newStack(t *testing.T) *teststack.Stack {
 	})
 	return teststack.New(t, teststack.Options{
 		Store:      store,
-		MaxTimeout: 10 * time.Minute, // the ticking command runs while the browser looks, however slow the machine,
+		MaxTimeout: 10 * time.Minute, // the ticking command runs while the browser looks, however slow the machine
 		Egress:     eg,
 		EgressLog:  store,
 		NetworkAllow: func(tn *airlock.Tenant) []string {
