@@ -136,7 +136,7 @@ function errorBox(err) {
   if (err instanceof Problem) {
     return h('div', { class: 'error problem', role: 'alert', 'data-status': err.status, 'data-type': err.type },
       h('strong', { class: 'problem-title' }, err.title),
-      err.detail ? h('span', { class: 'problem-detail' }, ' ' + err.detail) : null,
+      err.detail ? h('span', { class: 'problem-detail' }, ': ' + err.detail) : null,
       h('span', { class: 'muted' }, ` (HTTP ${err.status})`));
   }
   return h('div', { class: 'error', role: 'alert' }, err instanceof Error ? err.message : String(err));

@@ -121,7 +121,7 @@ async function renderSession(signal, id) {
         running.length ? h('ul', {}, running) : h('p', { class: 'muted' }, 'Nothing is running.'))),
     live ? runSection(s, signal) : null,
     h('section', { 'aria-labelledby': 'files-h' }, h('h2', { id: 'files-h' }, 'Files'), live ? uploadForm(s.session_id, files, signal) : null, files),
-    h('section', { 'aria-labelledby': 'live-h' }, h('h2', { id: 'live-h' }, 'Live output'), liveState, out),
+    h('section', { 'aria-labelledby': 'live-h' }, h('h2', { id: 'live-h' }, 'Live output'), liveState, live ? out : null),
     h('section', { 'aria-labelledby': 'segress-h' }, h('h2', { id: 'segress-h' }, 'Egress'),
       h('p', {}, h('a', { href: '#/egress?session=' + encodeURIComponent(s.session_id) }, 'The egress log of this session, with filters'))));
   if (live) {
