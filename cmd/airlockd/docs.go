@@ -92,7 +92,7 @@ func (f *flags) markdown() string {
 			switch {
 			case o.def == "":
 				def = "(none)"
-			case o.secret:
+			case o.secret && o.redact == nil:
 				def = "(set)"
 			}
 			secret := ""
