@@ -47,7 +47,7 @@ func (n *Node) listen(ctx context.Context) error {
 		Events:       n.Store,
 		Blobs:        n.Blobs,
 		Executor:     n.OneShot,
-		Ready:        readiness(n.Images),
+		ReadyChecks:  n.readyChecks(),
 		MicroVM:      microvmAccel(n.Backends),
 		Metrics:      promhttp.HandlerFor(n.Registry, promhttp.HandlerOpts{}),
 		MetricsKey:   c.API.MetricsKey,
@@ -142,21 +142,6 @@ func frontDoor(api, mcpAPI http.Handler, store airlock.Store, logger *slog.Logge
 	mux.Handle(strings.TrimSuffix(console.Prefix, "/"), console.Handler())
 	mux.Handle("/", api)
 	return mux, nil
-}
-
-// readiness reports ready when runsc and the default images are present.
-func readiness(images airlock.ImageResolver) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if _, err := execLookPath("runsc"); err != nil {
-			return airlock.Errorf(airlock.EUNAVAILABLE, "runsc is not installed")
-		}
-		for _, name := range []string{"base", "python-ds"} {
-			if _, err := images.Resolve(ctx, name); err != nil {
-				return airlock.Errorf(airlock.EUNAVAILABLE, "image %s is not built", name)
-			}
-		}
-		return nil
-	}
 }
 
 // sessionService is the session service the REST API serves: the

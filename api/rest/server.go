@@ -37,6 +37,10 @@ type Config struct {
 	// (give it code unavailable); any other error is logged and shown as
 	// "not ready".
 	Ready func(ctx context.Context) error
+	// ReadyChecks are the dependencies /readyz checks one by one (the
+	// store, runsc, the images, the blobs, etcd): one member each in
+	// its body.
+	ReadyChecks []ReadyCheck
 	// MicroVM is the node's microVM acceleration ("kvm" or "tcg"), shown
 	// by /readyz; empty without a microVM backend.
 	MicroVM string
