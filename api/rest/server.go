@@ -153,6 +153,7 @@ type Server struct {
 	uploadRate upload.Rate
 	log        *slog.Logger
 	handler    http.Handler
+	mux        *http.ServeMux
 	publicBase string   // PublicURL without its trailing slash; "" if unset
 	metricsSum [32]byte // SHA-256 of MetricsKey, if set
 	auth       Authenticator
@@ -203,8 +204,18 @@ func New(cfg Config) (*Server, error) {
 		}
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
+	s.mux = mux
 	s.handler = s.logRequests(s.recoverPanics(s.problemForMux(mux)))
 	return s, nil
+}
+
+// Route is the path pattern of the route r goes to, such as
+// /v1/sessions/{id} (the OpenAPI document's path), or "" if none: a
+// label for request metrics that IDs never become.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	_, path, _ := strings.Cut(pattern, " ")
+	return path
 }
 
 // Handler returns the root handler: every route, with logging, panic
