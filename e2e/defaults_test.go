@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,16 @@ func TestSingleNodeDefaults(t *testing.T) {
 	}
 	if strings.Contains(metrics, sess.ID) {
 		t.Errorf("/metrics has a session ID in a label")
+	}
+	// Every airlock_* metric it serves is in docs/operations.md.
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (airlock_[a-z_]+) `).FindAllStringSubmatch(metrics, -1) {
+		if !strings.Contains(string(ops), "`"+m[1]+"`") {
+			t.Errorf("docs/operations.md does not list %s", m[1])
+		}
 	}
 
 	// Paused across a restart: the same key opens it.

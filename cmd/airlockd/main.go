@@ -49,7 +49,8 @@ func run(args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	}
 	level, _ := parseLevel(f.logLevel) // checked by config
 	logger := newLogger(stderr, f.logFormat, level)
-	slog.SetDefault(logger)
+	slog.SetDefault(logger) // and so the standard log package's lines
+	routeGRPCLogs(logger)
 	cfg.Logger = logger
 	for _, w := range warnings {
 		logger.Warn(w)

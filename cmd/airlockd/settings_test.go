@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -292,5 +295,33 @@ func TestConfigDocs(t *testing.T) {
 		if !strings.Contains(want, "`--"+o.name+"`") || !strings.Contains(want, "`"+o.env()+"`") {
 			t.Errorf("the docs lack --%s", o.name)
 		}
+	}
+}
+
+// With --log-format json every record is one JSON object, those of the
+// standard log package and of gRPC included.
+func TestJSONLogs(t *testing.T) {
+	var b strings.Builder
+	logger := newLogger(&b, "json", slog.LevelInfo)
+	logger.Info("hello", "n", 1)
+	slogWriter{logger, slog.LevelError}.Write([]byte("ERROR: grpc said something\n"))
+	prev := slog.Default()
+	slog.SetDefault(logger)
+	log.Print("from the log package")
+	slog.SetDefault(prev)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), b.String())
+	}
+	for _, line := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil || v["msg"] == nil || v["level"] == nil {
+			t.Errorf("not a JSON record: %q (%v)", line, err)
+		}
+	}
+	b.Reset()
+	newLogger(&b, "text", slog.LevelInfo).Info("hello")
+	if !strings.Contains(b.String(), `msg=hello`) {
+		t.Errorf("text log: %q", b.String())
 	}
 }
