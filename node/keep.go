@@ -29,19 +29,18 @@ type KeepConfig struct {
 	SnapshotQuotaMiB  int64
 	MaxPausedAge      time.Duration
 	// MasterKey, when set, is the master key itself (MasterKeyFile and
-	// the environment are not read).
+	// the environment are not read; OldMasterKeyFiles are).
 	MasterKey *seal.MasterKey
 }
 
 // masterKeys reads the current master key (file or environment) and any
 // older ones; nil when none is configured.
 func (o KeepConfig) masterKeys() (*seal.MasterKey, []*seal.MasterKey, error) {
-	if o.MasterKey != nil {
-		return o.MasterKey, nil, nil
-	}
 	var cur *seal.MasterKey
 	var err error
 	switch env := os.Getenv("AIRLOCK_MASTER_KEY"); {
+	case o.MasterKey != nil:
+		cur = o.MasterKey
 	case o.MasterKeyFile != "" && env != "":
 		return nil, nil, fmt.Errorf("give the master key in a file or in AIRLOCK_MASTER_KEY, not both")
 	case o.MasterKeyFile != "":

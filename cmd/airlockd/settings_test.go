@@ -325,3 +325,26 @@ func TestJSONLogs(t *testing.T) {
 		t.Errorf("text log: %q", b.String())
 	}
 }
+
+// The master key from the environment is the key; given also as a file,
+// it is refused; a bad one names the setting without showing it.
+func TestMasterKeySetting(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	c, _ := loadConfig(t, "", map[string]string{"AIRLOCK_MASTER_KEY": key})
+	if c.Keep.MasterKey == nil || c.Keep.MasterKey.ID() == "" {
+		t.Fatalf("AIRLOCK_MASTER_KEY not used: %+v", c.Keep)
+	}
+	for name, env := range map[string]map[string]string{
+		"both": {"AIRLOCK_MASTER_KEY": key, "AIRLOCK_MASTER_KEY_FILE": "/etc/airlock/master.key"},
+		"bad":  {"AIRLOCK_MASTER_KEY": "not-a-key-secretvalue"},
+	} {
+		f := newFlags()
+		if _, err := f.load(nil, envOf(env)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.config()
+		if err == nil || !strings.Contains(err.Error(), "--master-key") || strings.Contains(err.Error(), "secretvalue") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
