@@ -42,8 +42,16 @@ GO_MIN="1.26"
 usage() { sed -n '8,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 microvm=0
 tests=0
-[ "${AIRLOCK_MICROVM:-}" = 1 ] && microvm=1
-[ "${AIRLOCK_SETUP_TESTS:-}" = 1 ] && tests=1
+# The same booleans as airlockd's: 1/true/yes/on (any case) or 0/false/no/off.
+is_true() {
+	case "$(printf %s "$2" | tr '[:upper:]' '[:lower:]')" in
+	1 | t | true | y | yes | on) return 0 ;;
+	"" | 0 | f | false | n | no | off) return 1 ;;
+	*) echo "setup.sh: $1=$2: want true or false" >&2; exit 2 ;;
+	esac
+}
+is_true AIRLOCK_MICROVM "${AIRLOCK_MICROVM:-}" && microvm=1
+is_true AIRLOCK_SETUP_TESTS "${AIRLOCK_SETUP_TESTS:-}" && tests=1
 for arg in "$@"; do
 	case "$arg" in
 	--microvm) microvm=1 ;;

@@ -37,6 +37,10 @@ type Config struct {
 	// (give it code unavailable); any other error is logged and shown as
 	// "not ready".
 	Ready func(ctx context.Context) error
+	// ReadyChecks are the dependencies /readyz checks one by one (the
+	// store, runsc, the images, the blobs, etcd): one member each in
+	// its body.
+	ReadyChecks []ReadyCheck
 	// MicroVM is the node's microVM acceleration ("kvm" or "tcg"), shown
 	// by /readyz; empty without a microVM backend.
 	MicroVM string
@@ -149,6 +153,7 @@ type Server struct {
 	uploadRate upload.Rate
 	log        *slog.Logger
 	handler    http.Handler
+	mux        *http.ServeMux
 	publicBase string   // PublicURL without its trailing slash; "" if unset
 	metricsSum [32]byte // SHA-256 of MetricsKey, if set
 	auth       Authenticator
@@ -199,8 +204,18 @@ func New(cfg Config) (*Server, error) {
 		}
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
+	s.mux = mux
 	s.handler = s.logRequests(s.recoverPanics(s.problemForMux(mux)))
 	return s, nil
+}
+
+// Route is the path pattern of the route r goes to, such as
+// /v1/sessions/{id} (the OpenAPI document's path), or "" if none: a
+// label for request metrics that IDs never become.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	_, path, _ := strings.Cut(pattern, " ")
+	return path
 }
 
 // Handler returns the root handler: every route, with logging, panic
