@@ -19,12 +19,6 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("baseline", "time the same code outside Airlock (bare runsc run, or chroot), for benchmarks", func(ctx context.Context, args []string) error {
-		return runBaseline(ctx, args, osStdio())
-	})
-}
-
 const baselineUsage = `usage: airlock baseline --kind runsc|chroot [flags]
 
 Runs code N times outside Airlock, one after another or with several
@@ -77,9 +71,9 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs.BoolVar(&asJSON, "json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, a ...any) error { return usageError(std.err, "baseline", 2, format, a...) }
+	bad := func(format string, a ...any) error { return usageError(std.err, "baseline", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return bad("unexpected argument %q", pos[0])

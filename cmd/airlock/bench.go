@@ -74,12 +74,6 @@ exit status: 0 when the run completed (whatever the errors), 1 on a
 failure to start, 2 on bad usage.
 `
 
-func init() {
-	register("bench", "load-test this machine's server", func(ctx context.Context, args []string) error {
-		return runBench(ctx, args, osStdio())
-	})
-}
-
 // defaultBenchCode prints "ok" in each language.
 var defaultBenchCode = map[airlock.Language]string{
 	airlock.Python: `print("ok")`,
@@ -156,9 +150,9 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	fs.StringVar(&cfg.session.Image, "image", "python-ds", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, args ...any) error { return usageError(std.err, "bench", 2, format, args...) }
+	bad := func(format string, args ...any) error { return usageError(std.err, "bench", format, args...) }
 	cfg.req = airlock.ExecuteRequest{Language: airlock.Language(lang), TimeoutSec: timeout}
 	switch {
 	case len(pos) > 0:

@@ -28,12 +28,6 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("bench-backends", "time create-run-destroy on each backend beside bwrap and the bare process", func(ctx context.Context, args []string) error {
-		return runBenchBackends(ctx, args, osStdio())
-	})
-}
-
 const benchBackendsUsage = `usage: airlock bench-backends [flags]
 
 Creates a sandbox, runs one program in it and destroys it, N times one
@@ -113,9 +107,9 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, a ...any) error { return usageError(std.err, "bench-backends", 2, format, a...) }
+	bad := func(format string, a ...any) error { return usageError(std.err, "bench-backends", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return bad("unexpected argument %q", pos[0])

@@ -30,12 +30,6 @@ flags:
                    else /var/lib/airlock)
 `
 
-func init() {
-	register("events", "deprecated: use 'airlock admin events' (list the abuse events of this node's store)", func(ctx context.Context, args []string) error {
-		return runEvents(ctx, args, osStdio())
-	})
-}
-
 func runEvents(ctx context.Context, args []string, std stdio) error {
 	deprecated(std, "events", "airlock admin events")
 	fs := newFlagSet("events", eventsUsage, std.err)
@@ -46,13 +40,13 @@ func runEvents(ctx context.Context, args []string, std stdio) error {
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "events", 2, "events takes no arguments")
+		return usageError(std.err, "events", "events takes no arguments")
 	}
 	if *limit < 1 || *limit > 500 {
-		return usageError(std.err, "events", 2, "--limit must be from 1 to 500")
+		return usageError(std.err, "events", "--limit must be from 1 to 500")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {

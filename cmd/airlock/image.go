@@ -14,10 +14,6 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("image", "build and list sandbox images", runImage)
-}
-
 const imageUsage = `usage:
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] [--guest] NAME...   (NAME may be "all")
   airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
@@ -72,7 +68,7 @@ func runImageBuild(ctx context.Context, args []string) error {
 	guest := fs.Bool("guest", false, "also build each image's microVM guest artefacts (kernel, initramfs, root disk) from the kernel scripts/setup.sh unpacked into the state directory; the microvm backend otherwise builds them at its first boot of the image")
 	names, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(names) == 0 {
 		fs.Usage()
@@ -143,7 +139,7 @@ func runImageList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("airlock image ls", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	if err := fs.Parse(args); err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: airlock image ls [--state-dir DIR]")
@@ -171,7 +167,7 @@ func runImagePrune(ctx context.Context, args []string) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	agent := fs.String("agent", "", "the node's airlock-agent: images for it are kept (default: next to airlock)")
 	if err := fs.Parse(args); err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: airlock image prune [--state-dir DIR] [--agent PATH]")

@@ -31,12 +31,6 @@ flags:
   --url URL, --key KEY server and API key (see airlock session -h)
 `
 
-func init() {
-	register("repl", "a persistent Python or Node context of a session at the terminal", func(ctx context.Context, args []string) error {
-		return runRepl(ctx, args, osStdio())
-	})
-}
-
 func runRepl(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("repl", replUsage, std.err)
 	var (
@@ -52,13 +46,13 @@ func runRepl(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "repl", 2, "want one SESSION")
+		return usageError(std.err, "repl", "want one SESSION")
 	}
 	if !airlock.ContextLanguage(lang).Valid() {
-		return usageError(std.err, "repl", 2, "unknown language %q (python or node)", lang)
+		return usageError(std.err, "repl", "unknown language %q (python or node)", lang)
 	}
 	id := pos[0]
 	c, err := srv.client(nil)

@@ -46,15 +46,9 @@ flags:
                           $AIRLOCK_STATE_DIR/default.key)
 `
 
-func init() {
-	register("session", "create, list, show, extend and remove sessions", func(ctx context.Context, args []string) error {
-		return runSession(ctx, args, osStdio())
-	})
-}
-
 func runSession(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "session", 2, "want a subcommand: create, ls, show, extend or rm")
+		return usageError(std.err, "session", "want a subcommand: create, ls, show, extend or rm")
 	}
 	switch args[0] {
 	case "create", "new":
@@ -73,7 +67,7 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, sessionUsage)
 		return nil
 	}
-	return usageError(std.err, "session", 2, "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
+	return usageError(std.err, "session", "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
 }
 
 // apiFailed prints an API error and returns exit status 1.
@@ -108,10 +102,10 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "session create", 2, "unexpected argument %q", pos[0])
+		return usageError(std.err, "session create", "unexpected argument %q", pos[0])
 	}
 	req.Size, req.TimeoutS, req.IdleTimeoutS = airlock.SessionSize(size), timeout, idle
 	c, err := srv.client(nil)
@@ -143,10 +137,10 @@ func runSessionList(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "session ls", 2, "unexpected argument %q", pos[0])
+		return usageError(std.err, "session ls", "unexpected argument %q", pos[0])
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -188,10 +182,10 @@ func runSessionShow(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "session show", 2, "want one SESSION")
+		return usageError(std.err, "session show", "want one SESSION")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -211,14 +205,14 @@ func runSessionExtend(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 2 {
-		return usageError(std.err, "session extend", 2, "want SESSION and SEC")
+		return usageError(std.err, "session extend", "want SESSION and SEC")
 	}
 	secs, err := strconv.Atoi(pos[1])
 	if err != nil || secs < 1 {
-		return usageError(std.err, "session extend", 2, "SEC must be a whole number of seconds, at least 1")
+		return usageError(std.err, "session extend", "SEC must be a whole number of seconds, at least 1")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -238,10 +232,10 @@ func runSessionRemove(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) == 0 {
-		return usageError(std.err, "session rm", 2, "want one or more SESSION IDs")
+		return usageError(std.err, "session rm", "want one or more SESSION IDs")
 	}
 	c, err := srv.client(nil)
 	if err != nil {

@@ -31,15 +31,9 @@ flags:
                           $AIRLOCK_STATE_DIR/default.key)
 `
 
-func init() {
-	register("snapshot", "create, list, show and remove sealed session snapshots", func(ctx context.Context, args []string) error {
-		return runSnapshot(ctx, args, osStdio())
-	})
-}
-
 func runSnapshot(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "snapshot", 2, "want a subcommand: create, ls, show or rm")
+		return usageError(std.err, "snapshot", "want a subcommand: create, ls, show or rm")
 	}
 	fs := newFlagSet("snapshot "+args[0], snapshotUsage, std.err)
 	var srv serverFlags
@@ -53,11 +47,11 @@ func runSnapshot(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, snapshotUsage)
 		return nil
 	default:
-		return usageError(std.err, "snapshot", 2, "unknown subcommand %q (want create, ls, show or rm)", args[0])
+		return usageError(std.err, "snapshot", "unknown subcommand %q (want create, ls, show or rm)", args[0])
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -66,7 +60,7 @@ func runSnapshot(ctx context.Context, args []string, std stdio) error {
 	switch args[0] {
 	case "create":
 		if len(pos) != 1 {
-			return usageError(std.err, "snapshot create", 2, "want one SESSION")
+			return usageError(std.err, "snapshot create", "want one SESSION")
 		}
 		s, err := c.CreateSnapshot(ctx, pos[0], airlock.CreateSnapshotRequest{Name: *name, IncludeMemory: *memory})
 		if err != nil {
@@ -103,7 +97,7 @@ func runSnapshot(ctx context.Context, args []string, std stdio) error {
 		tw.Flush()
 	case "show", "get":
 		if len(pos) != 1 {
-			return usageError(std.err, "snapshot show", 2, "want one SNAPSHOT")
+			return usageError(std.err, "snapshot show", "want one SNAPSHOT")
 		}
 		s, err := c.Snapshot(ctx, pos[0])
 		if err != nil {
@@ -112,7 +106,7 @@ func runSnapshot(ctx context.Context, args []string, std stdio) error {
 		printJSON(std, s)
 	case "rm", "delete":
 		if len(pos) == 0 {
-			return usageError(std.err, "snapshot rm", 2, "want one or more SNAPSHOT IDs")
+			return usageError(std.err, "snapshot rm", "want one or more SNAPSHOT IDs")
 		}
 		for _, id := range pos {
 			if err := c.DeleteSnapshot(ctx, id); err != nil {
@@ -134,10 +128,10 @@ func runSessionKeep(ctx context.Context, verb string, args []string, std stdio) 
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "session "+verb, 2, "want one SESSION")
+		return usageError(std.err, "session "+verb, "want one SESSION")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -157,7 +151,7 @@ func runSessionKeep(ctx context.Context, verb string, args []string, std stdio) 
 	case "fork":
 		n, err := strconv.Atoi(*count)
 		if err != nil || n < 1 {
-			return usageError(std.err, "session fork", 2, "--count must be a whole number, at least 1")
+			return usageError(std.err, "session fork", "--count must be a whole number, at least 1")
 		}
 		r, err := c.ForkSession(ctx, pos[0], airlock.ForkRequest{Count: n, IncludeMemory: *memory})
 		if err != nil {

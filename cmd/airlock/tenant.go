@@ -74,16 +74,10 @@ flags:
                    else /var/lib/airlock)
 `
 
-func init() {
-	register("tenant", "deprecated: use 'airlock admin tenant' (create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store)", func(ctx context.Context, args []string) error {
-		return runTenant(ctx, args, osStdio())
-	})
-}
-
 func runTenant(ctx context.Context, args []string, std stdio) error {
 	deprecated(std, "tenant", "airlock admin tenant")
 	if len(args) == 0 {
-		return usageError(std.err, "tenant", 2, "want a subcommand: create, set, ls or usage")
+		return usageError(std.err, "tenant", "want a subcommand: create, set, ls or usage")
 	}
 	switch args[0] {
 	case "create":
@@ -102,7 +96,7 @@ func runTenant(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, tenantUsage)
 		return nil
 	}
-	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create, set, ls or usage)", args[0])
+	return usageError(std.err, "tenant", "unknown subcommand %q (want create, set, ls or usage)", args[0])
 }
 
 // validTenantName checks a tenant name: 1-64 characters of [a-z0-9-],
@@ -124,10 +118,10 @@ func runTenantCreate(ctx context.Context, args []string, std stdio) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "tenant", 2, "create wants one NAME")
+		return usageError(std.err, "tenant", "create wants one NAME")
 	}
 	name := pos[0]
 	if err := validTenantName(name); err != nil {
@@ -154,10 +148,10 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "tenant", 2, "ls takes no arguments")
+		return usageError(std.err, "tenant", "ls takes no arguments")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {

@@ -74,13 +74,13 @@ func runTenantSet(ctx context.Context, args []string, std stdio) error {
 	})
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "tenant", 2, "set wants one NAME")
+		return usageError(std.err, "tenant", "set wants one NAME")
 	}
 	if firstParty == nil && guardPolicy == nil && isolation == nil && len(quotas) == 0 {
-		return usageError(std.err, "tenant", 2, "set wants something to set: --first-party[=false], --isolation container|kernel|vm|default, --guard off|warn|block or --quota KEY=VALUE")
+		return usageError(std.err, "tenant", "set wants something to set: --first-party[=false], --isolation container|kernel|vm|default, --guard off|warn|block or --quota KEY=VALUE")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {

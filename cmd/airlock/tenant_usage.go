@@ -45,10 +45,10 @@ func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) > 1 {
-		return usageError(std.err, "tenant", 2, "usage takes at most one NAME")
+		return usageError(std.err, "tenant", "usage takes at most one NAME")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
