@@ -28,7 +28,7 @@ const (
 // moved set: they work for one more release and say what replaces them.
 func tree() *command {
 	image := &command{name: "image", summary: "build, list, scan and prune sandbox images", usage: imageUsage + "\n",
-		run: func(ctx context.Context, args []string, std stdio) error { return runImage(ctx, args) }, words: []string{"build", "ls", "scan", "prune"}}
+		run: runImage, words: []string{"build", "ls", "scan", "prune"}}
 	masterKey := &command{name: "master-key", summary: "generate, identify and rotate the master key that wraps snapshot keys", usage: masterKeyUsage,
 		run: runMasterKey, words: []string{"generate", "id", "rotate"}}
 	tenant := &command{name: "tenant", summary: "deprecated: tenants in this node's store (use 'airlock admin tenant')", usage: tenantUsage,

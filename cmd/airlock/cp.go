@@ -137,6 +137,9 @@ func download(ctx context.Context, c *client.Client, std stdio, srv *serverFlags
 		err = os.Chmod(tmp.Name(), 0o644)
 	}
 	if err == nil {
+		err = giveToInvoker(tmp.Name())
+	}
+	if err == nil {
 		err = os.Rename(tmp.Name(), local)
 	}
 	if err != nil {

@@ -143,10 +143,14 @@ func saveFigure(dir string, n int, data string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirForInvoker(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("figure-%d.png", n)), b, 0o644)
+	p := filepath.Join(dir, fmt.Sprintf("figure-%d.png", n))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		return err
+	}
+	return giveToInvoker(p)
 }
 
 // readCell reads one cell: a line, or a block that goes on until a blank

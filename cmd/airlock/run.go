@@ -274,7 +274,7 @@ func artifactName(filename string) (string, error) {
 // nothing outside dir is written. It reports each file on w and returns an
 // error if any artifact was not saved.
 func saveArtifacts(ctx context.Context, c *client.Client, dir string, arts []airlock.Artifact, w io.Writer) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirForInvoker(dir, 0o755); err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(dir)
@@ -326,6 +326,11 @@ func saveArtifact(ctx context.Context, c *client.Client, root *os.Root, name str
 	}
 	if err = f.Chmod(0o644); err != nil {
 		return n, err
+	}
+	if uid, gid, ok := invoker(); ok {
+		if err = f.Chown(uid, gid); err != nil {
+			return n, err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return n, err
