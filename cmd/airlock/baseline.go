@@ -44,7 +44,7 @@ flags:
                        airlockd does), so its CPU can be counted there
   --duration D         with --concurrency: run for D (e.g. 60s) instead of
                        --requests runs, and report the throughput
-  --json               print the summary as JSON
+  -o, --output FORMAT  table (default) or json (--json: deprecated)
 
 Must run as root.
 `
@@ -55,7 +55,8 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	var requests, warmup, concurrency int
 	var cgroupParent string
 	var duration time.Duration
-	var asJSON, codeSet bool
+	var codeSet bool
+	var out outputFlags
 	fs.StringVar(&kind, "kind", "", "")
 	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "")
 	fs.StringVar(&imageName, "image", "python-ds", "")
@@ -68,7 +69,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&concurrency, "concurrency", 1, "")
 	fs.StringVar(&cgroupParent, "cgroup-parent", "", "")
 	fs.DurationVar(&duration, "duration", 0, "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -189,7 +190,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 		"concurrency": concurrency, "throughput_per_min": float64(len(lat)) / elapsed.Minutes(),
 		"latency_ms": benchLatency{Count: l.Count, Min: ms(l.Min), P50: ms(l.P50), P95: ms(l.P95), P99: ms(l.P99), Max: ms(l.Max)},
 	}
-	if asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)

@@ -68,7 +68,8 @@ flags:
                        followed, untimed, by its DELETE; --code, --file and
                        --language do not apply
   --image NAME         image of the sessions (default python-ds)
-  --json               print the summary as JSON on stdout
+  -o, --output FORMAT  table (default) or json: the summary as JSON on
+                       stdout (--json: deprecated, -o json)
 
 exit status: 0 when the run completed (whatever the errors), 1 on a
 failure to start, 2 on bad usage.
@@ -126,12 +127,13 @@ type benchResult struct {
 func runBench(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("bench", benchUsage, std.err)
 	var (
-		srv                 serverFlags
-		lang, code, file    string
-		timeout             int
-		cfg                 benchConfig
-		allowRemote, asJSON bool
-		codeSet             bool
+		srv              serverFlags
+		lang, code, file string
+		timeout          int
+		cfg              benchConfig
+		allowRemote      bool
+		out              outputFlags
+		codeSet          bool
 	)
 	srv.register(fs)
 	fs.BoolVar(&allowRemote, "allow-remote", false, "")
@@ -145,7 +147,7 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.requests, "requests", 0, "")
 	fs.IntVar(&cfg.warmup, "warmup", 0, "")
 	fs.Float64Var(&cfg.rate, "rate", 0, "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	fs.BoolVar(&cfg.sessions, "sessions", false, "")
 	fs.StringVar(&cfg.session.Image, "image", "python-ds", "")
 	pos, err := parseArgs(fs, args)
@@ -201,7 +203,7 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	s := runLoad(ctx, c, cfg)
-	if asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)

@@ -66,7 +66,7 @@ flags:
   --runners LIST      comma-separated (default bare,bwrap,namespaces,gvisor);
                       bwrap, gvisor and microvm are left out with a note
                       when missing
-  --json              print the results as JSON
+  -o, --output FORMAT table (default) or json (--json: deprecated)
 
 Must run as root. The backends get their own state in a temporary
 directory and cgroups of their own, removed at the end.
@@ -104,7 +104,8 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	requests := fs.Int("requests", 100, "")
 	warmup := fs.Int("warmup", 5, "")
 	runnersFlag := fs.String("runners", "bare,bwrap,namespaces,gvisor", "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -216,7 +217,7 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 			}
 		}
 	}
-	if *asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"image": img.Name, "requests": *requests, "elapsed_s": elapsed.Seconds(), "cpus": runtime.NumCPU(), "results": results})

@@ -44,7 +44,7 @@ func tree() *command {
 
 	root := &command{name: "airlock", usage: rootUsage, subs: []*command{
 		{name: "login", section: secStart, summary: "check a server URL and key and store them as a profile", usage: loginUsage, run: runLogin},
-		{name: "logout", section: secStart, summary: "remove a profile's keys", usage: logoutUsage, run: runLogout},
+		{name: "logout", section: secStart, summary: "remove a profile and its keys from this machine", usage: logoutUsage, run: runLogout},
 		{name: "profile", section: secStart, summary: "list, show, select and remove profiles", usage: profileUsage, run: runProfile, words: []string{"ls", "show", "use", "rm"}},
 
 		{name: "run", section: secRun, summary: "run a file once in a fresh sandbox and print its output", usage: runUsage, run: runRun},

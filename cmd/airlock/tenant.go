@@ -14,7 +14,7 @@ const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
   airlock tenant set NAME [--first-party[=false]] [--isolation container|kernel|vm|default] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
   airlock tenant ls [--state-dir DIR]
-  airlock tenant usage [NAME] [--json] [--state-dir DIR]
+  airlock tenant usage [NAME] [-o json|table] [--state-dir DIR]
   airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
   airlock tenant unquarantine NAME [--state-dir DIR]
 

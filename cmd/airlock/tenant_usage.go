@@ -42,7 +42,8 @@ type usageRow struct {
 func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant usage", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -143,7 +144,7 @@ func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 		}
 		rows = append(rows, row)
 	}
-	if *asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
