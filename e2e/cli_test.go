@@ -60,7 +60,7 @@ func TestCLI(t *testing.T) {
 	}
 
 	// Before login: no key, the server says so, exit 1.
-	if r := airlock("", "executions", "ls"); r.code != 1 || !strings.Contains(r.stderr, "HTTP 401") {
+	if r := airlock("", "executions", "ls", "--url", d.url); r.code != 1 || !strings.Contains(r.stderr, "HTTP 401") {
 		t.Errorf("executions ls before login: exit %d, stderr %q; want 1 and the server's 401", r.code, r.stderr)
 	}
 	// A wrong key is refused at login, and no profile is written.
@@ -92,7 +92,7 @@ func TestCLI(t *testing.T) {
 		Executions []struct {
 			ID       string `json:"execution_id"`
 			ExitCode int    `json:"exit_code"`
-			Stdout   string `json:"stdout"`
+			Language string `json:"language"`
 		} `json:"executions"`
 	}
 	r := ok(airlock("", "executions", "ls", "-o", "json"), "executions ls -o json")
@@ -100,8 +100,8 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("executions ls -o json: %v, %d executions:\n%s", err, len(page.Executions), r.stdout)
 	}
 	newest, first := page.Executions[0], page.Executions[1]
-	if newest.ExitCode != 3 || first.Stdout != "hello from the sandbox\n" {
-		t.Errorf("executions: newest exit %d, oldest stdout %q", newest.ExitCode, first.Stdout)
+	if newest.ExitCode != 3 || first.ExitCode != 0 || first.Language != "bash" {
+		t.Errorf("executions: newest exit %d, oldest exit %d in %q", newest.ExitCode, first.ExitCode, first.Language)
 	}
 	r = ok(airlock("", "executions", "ls", "-o", "table"), "executions ls -o table")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -120,10 +120,11 @@ func TestCLI(t *testing.T) {
 		t.Errorf("executions show:\n%s", r.stdout)
 	}
 	var one struct {
-		ID string `json:"execution_id"`
+		ID     string `json:"execution_id"`
+		Stdout string `json:"stdout"`
 	}
 	r = ok(airlock("", "executions", "show", first.ID, "-o", "json"), "executions show -o json")
-	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || one.ID != first.ID {
+	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || one.ID != first.ID || one.Stdout != "hello from the sandbox\n" {
 		t.Errorf("executions show -o json: %v %q", err, r.stdout)
 	}
 

@@ -57,7 +57,7 @@ func tree() *command {
 			words: []string{"create", "ls", "show", "rm"}},
 
 		{name: "executions", aliases: []string{"execution"}, section: secRecords, summary: "list and show the tenant's executions", usage: executionsUsage, run: runExecutions, words: []string{"ls", "show"}},
-		{name: "usage", section: secRecords, summary: "the tenant's use of its quotas", usage: tenantUsageUsage, run: runTenantUsageReport},
+		{name: "usage", section: secRecords, summary: "the tenant's use of its quotas", usage: quotaUsageUsage, run: runQuotaUsage},
 		{name: "events", section: secRecords, summary: "the tenant's abuse events", usage: clientEventsUsage, run: runClientEvents},
 		{name: "keys", section: secRecords, summary: "list, create and revoke the tenant's own API keys", usage: keysUsage, run: runKeys, words: []string{"ls", "create", "revoke"}},
 

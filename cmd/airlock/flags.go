@@ -174,15 +174,25 @@ func readKeyFile(path string) string {
 // that was asked for and does not exist is an error.
 func (s *serverFlags) client(hc *http.Client) (*client.Client, error) {
 	if _, err := s.loadProfile(); err != nil {
-		return nil, err
+		return nil, setupError{err}
 	}
-	return client.New(client.Config{
+	c, err := client.New(client.Config{
 		BaseURL:    s.serverURL(),
 		APIKey:     s.apiKey(),
 		HTTPClient: hc,
 		UserAgent:  "airlock-cli/1",
 	})
+	if err != nil {
+		return nil, setupError{err}
+	}
+	return c, nil
 }
+
+// setupError is a failure before any request: a missing profile, a bad
+// URL. It is reported as it is, not as a network error.
+type setupError struct{ error }
+
+func (e setupError) Unwrap() error { return e.error }
 
 // newID returns a new random ID: a ULID (sortable by time, 80 random bits
 // from crypto/rand), the same form the sqlite store makes.

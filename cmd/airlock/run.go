@@ -213,7 +213,13 @@ func runExitCode(e *airlock.Execution) int {
 // problem's title and detail, or what went wrong on the way.
 func describeError(err error, serverURL string) string {
 	var ce *client.Error
+	var se setupError
 	switch {
+	case errors.As(err, &se):
+		if airlock.ErrorCode(se.error) != airlock.EINTERNAL {
+			return printableText(airlock.ErrorMessage(se.error))
+		}
+		return printableText(se.Error())
 	case errors.As(err, &ce):
 		msg := ce.Title
 		if ce.Detail != "" && ce.Detail != ce.Title {

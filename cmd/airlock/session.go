@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -76,11 +75,6 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 func apiFailed(std stdio, err error, srv *serverFlags) error {
 	fmt.Fprintf(std.err, "airlock: %s\n", describeError(err, srv.serverURL()))
 	return exitError{1}
-}
-
-func printJSON(std stdio, v any) {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	std.out.Write(append(b, '\n'))
 }
 
 func runSessionCreate(ctx context.Context, args []string, std stdio) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/airlockhq/airlock/service/quota"
 )
 
-const tenantUsageUsage = `usage: airlock usage [-o json|table]
+const quotaUsageUsage = `usage: airlock usage [-o json|table]
 
 Shows the tenant's use of each of its quotas as the server counts it
 (GET /v1/usage): what is used, the limit, what remains, and for the daily
@@ -24,8 +23,8 @@ flags:
                        server, API key and profile (see airlock login)
 `
 
-func runTenantUsageReport(ctx context.Context, args []string, std stdio) error {
-	fs := newFlagSet("usage", tenantUsageUsage, std.err)
+func runQuotaUsage(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("usage", quotaUsageUsage, std.err)
 	var srv serverFlags
 	var out outputFlags
 	srv.register(fs)
@@ -77,6 +76,3 @@ func writeQuotaTable(w io.Writer, tenant string, qs []airlock.QuotaUsage) error 
 	}
 	return t.flush()
 }
-
-// usageFooter is printed under an operator's table.
-func usageFooter(w io.Writer) { fmt.Fprintln(w, "* an override for the tenant") }
