@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -13,7 +12,7 @@ import (
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
   airlock tenant set NAME [--first-party[=false]] [--isolation container|kernel|vm|default] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
-  airlock tenant ls [--state-dir DIR]
+  airlock tenant ls [-o json|table] [--state-dir DIR]
   airlock tenant usage [NAME] [-o json|table] [--state-dir DIR]
   airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
   airlock tenant unquarantine NAME [--state-dir DIR]
@@ -146,6 +145,8 @@ func runTenantCreate(ctx context.Context, args []string, std stdio) error {
 func runTenantList(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant ls", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	var out outputFlags
+	out.register(fs, false)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -166,21 +167,32 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tISOLATION\tGUARD\tQUARANTINED\tCREATED\tQUOTAS")
+	type row struct {
+		*airlock.Tenant
+		IsolationFloor airlock.Isolation   `json:"isolation_floor"`
+		Quarantine     *airlock.Quarantine `json:"quarantine,omitempty"`
+		Quotas         map[string]int64    `json:"quotas,omitempty"`
+	}
+	rows := make([]row, 0, len(ts))
 	for _, t := range ts {
 		q, err := db.TenantQuarantine(ctx, t.ID)
 		if err != nil {
 			return err
 		}
-		quarantined := "no"
-		if q != nil {
-			quarantined = "since " + q.Since.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective(),
-			quarantined, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
+		rows = append(rows, row{Tenant: t, IsolationFloor: t.IsolationFloor(), Quarantine: q, Quotas: overrides[t.ID]})
 	}
-	return tw.Flush()
+	if out.json(std) {
+		return writeJSON(std.out, map[string]any{"tenants": rows})
+	}
+	tb := newTable(std.out, "ID", "NAME", "FIRST-PARTY", "ISOLATION", "GUARD", "QUARANTINED", "CREATED", "QUOTAS")
+	for _, r := range rows {
+		quarantined := "no"
+		if r.Quarantine != nil {
+			quarantined = "since " + r.Quarantine.Since.UTC().Format(time.RFC3339)
+		}
+		tb.row(r.ID, r.Name, r.FirstParty, r.IsolationFloor, r.Guard.Effective(), quarantined, r.CreatedAt.UTC().Format(time.RFC3339), overrideText(r.Quotas))
+	}
+	return tb.flush()
 }
 
 // errNoTenant is returned when a command names a tenant that does not
