@@ -234,8 +234,8 @@ chmod 0700 "$STATE_DIR"
 guest=()
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
 [ "$microvm" = 1 ] && guest=(--guest)
-bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
-bin/airlock image ls --state-dir "$STATE_DIR"
+bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
+bin/airlock node image ls --state-dir "$STATE_DIR"
 
 if [ "$tests" = 1 ]; then
 	step "PostgreSQL server binaries (the PostgreSQL store's tests; tests only)"
