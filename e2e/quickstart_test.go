@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
 )
 
@@ -66,13 +67,19 @@ func repoRoot(t *testing.T) string {
 type quickstartCheck struct {
 	// runs is a piece of the block's text that picks this check.
 	runs string
-	// check inspects the block's output (stdout and stderr) and the
-	// directory it ran in.
-	check func(out, dir string) error
+	// check inspects the block's output (stdout and stderr), the
+	// directory it ran in and the airlockd it ran against.
+	check func(out string, r *quickstartRun) error
 }
 
-func contains(want ...string) func(out, dir string) error {
-	return func(out, _ string) error {
+// quickstartRun is where the blocks ran.
+type quickstartRun struct {
+	dir string         // the working directory
+	c   *client.Client // the default tenant's client of the airlockd
+}
+
+func contains(want ...string) func(out string, r *quickstartRun) error {
+	return func(out string, _ *quickstartRun) error {
 		for _, w := range want {
 			if !strings.Contains(out, w) {
 				return fmt.Errorf("the output lacks %q", w)
@@ -94,7 +101,7 @@ func isPNG(path string) error {
 }
 
 var quickstartChecks = []quickstartCheck{
-	{runs: "/v1/execute", check: func(out, _ string) error {
+	{runs: "/v1/execute", check: func(out string, _ *quickstartRun) error {
 		var e struct {
 			Status   string `json:"status"`
 			ExitCode *int   `json:"exit_code"`
@@ -108,20 +115,36 @@ var quickstartChecks = []quickstartCheck{
 		}
 		return nil
 	}},
-	{runs: "airlock run examples/chart.py", check: func(out, dir string) error {
+	{runs: "airlock run examples/chart.py", check: func(out string, r *quickstartRun) error {
 		if err := contains("saved output.png", "output.png\n",
-			"hello from /workspace as uid 1000", "network interfaces: lo", "\n2\n",
-			"the first ten primes: 2 3 5 7 11 13 17 19 23 29")(out, dir); err != nil {
+			"hello from sandbox:/workspace as uid 1000", "data.csv has 2 lines", "the root file system is read-only",
+			"the first ten primes: 2 3 5 7 11 13 17 19 23 29")(out, r); err != nil {
 			return err
 		}
-		return isPNG(filepath.Join(dir, "out", "output.png"))
+		return isPNG(filepath.Join(r.dir, "out", "output.png"))
 	}},
-	{runs: "node hello.mjs", check: contains("hi from /home/user", "10! = 3628800")},
-	{runs: "airlock session create", check: func(out, dir string) error {
-		if err := contains("saved output.png")(out, dir); err != nil {
+	{runs: "node hello.mjs", check: func(out string, r *quickstartRun) error {
+		if err := contains("hi from /home/user", "10! = 3628800")(out, r); err != nil {
 			return err
 		}
-		return isPNG(filepath.Join(dir, "session-output.png"))
+		// The SDK's command is an execution of this airlockd's tenant:
+		// the SDK talked to it, not to anything else.
+		page, err := r.c.ListExecutions(context.Background(), 20, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range page.Executions {
+			if e.Stdout == "hi from /home/user\n" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no execution of the default tenant printed the SDK's command output")
+	}},
+	{runs: "airlock session create", check: func(out string, r *quickstartRun) error {
+		if err := contains("saved output.png")(out, r); err != nil {
+			return err
+		}
+		return isPNG(filepath.Join(r.dir, "session-output.png"))
 	}},
 }
 
@@ -174,6 +197,7 @@ func TestQuickstart(t *testing.T) {
 	}
 	buildCLI(t, filepath.Join(work, "bin"))
 	d := n.start(append(quiet, "--keep-sessions=false")...)
+	run := &quickstartRun{dir: work, c: newClient(t, d.url, n.key())}
 	env := append(os.Environ(), "AIRLOCK_URL="+d.url, "AIRLOCK_API_KEY="+n.key(),
 		"PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
 
@@ -191,7 +215,7 @@ func TestQuickstart(t *testing.T) {
 			t.Errorf("%s:%d: the block failed: %v", blk.file, blk.line, err)
 			continue
 		}
-		if err := checks[i].check(out.String(), work); err != nil {
+		if err := checks[i].check(out.String(), run); err != nil {
 			t.Errorf("%s:%d: %v", blk.file, blk.line, err)
 		}
 	}
