@@ -19,8 +19,8 @@ import (
 	"github.com/airlockhq/airlock/internal/testenv"
 )
 
-// The quickstart is the part of README.md (and of docs/getting-started.md)
-// a new user runs as written. Its shell blocks are fenced as ```sh
+// The quickstart is the part of README.md (and of the docs pages in
+// quickstartDocs) a new user runs as written. Its shell blocks are fenced as ```sh
 // quickstart (run in order, each in its own bash) and ```sh quickstart-env
 // (the variables the user sets once: this test sets them itself, to the
 // airlockd it started). Every file in examples/ must be run by one of the
@@ -28,7 +28,7 @@ import (
 // block added to the README without a check fails here.
 
 // quickstartDocs are the files whose quickstart blocks run, in order.
-var quickstartDocs = []string{"README.md", "docs/getting-started.md"}
+var quickstartDocs = []string{"README.md", "docs/getting-started.md", "docs/sessions.md", "docs/mcp.md"}
 
 // quickstartEnv are the variables a quickstart-env block may set.
 var quickstartEnv = map[string]bool{"AIRLOCK_URL": true, "AIRLOCK_API_KEY": true}
@@ -133,8 +133,12 @@ var quickstartChecks = []quickstartCheck{
 		if err != nil {
 			return err
 		}
-		for _, e := range page.Executions {
-			if e.Stdout == "hi from /home/user\n" {
+		for _, e := range page.Executions { // a listing carries no output
+			full, err := r.c.Execution(context.Background(), e.ID)
+			if err != nil {
+				return err
+			}
+			if full.Stdout == "hi from /home/user\n" {
 				return nil
 			}
 		}
@@ -146,10 +150,12 @@ var quickstartChecks = []quickstartCheck{
 		}
 		return isPNG(filepath.Join(r.dir, "session-output.png"))
 	}},
+	{runs: "/contexts/$C/run", check: contains("3 data.csv", "done", `"exit_code":0`, "image/png", "count")},
+	{runs: "/mcp", check: contains("42")},
 }
 
-// TestQuickstart runs the quickstart of README.md and
-// docs/getting-started.md, as written, against a real airlockd: curl, the
+// TestQuickstart runs the quickstart of README.md and the docs pages in
+// quickstartDocs, as written, against a real airlockd: curl, the
 // CLI on the files in examples/, and E2B's JavaScript SDK (installed by
 // npm ci from examples/e2b's lockfile), with only the environment
 // variables the README tells the user to set. After airlockd stops,
