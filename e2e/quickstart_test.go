@@ -28,10 +28,11 @@ import (
 // block added to the README without a check fails here.
 
 // quickstartDocs are the files whose quickstart blocks run, in order.
-var quickstartDocs = []string{"README.md", "docs/getting-started.md", "docs/sessions.md", "docs/mcp.md"}
+var quickstartDocs = []string{"README.md", "docs/getting-started.md", "docs/sessions.md", "docs/mcp.md", "docs/tenants-and-keys.md"}
 
-// quickstartEnv are the variables a quickstart-env block may set.
-var quickstartEnv = map[string]bool{"AIRLOCK_URL": true, "AIRLOCK_API_KEY": true}
+// quickstartEnv are the variables a quickstart-env block may set: the
+// test sets each to its own airlockd's.
+var quickstartEnv = map[string]bool{"AIRLOCK_URL": true, "AIRLOCK_API_KEY": true, "AIRLOCK_ADMIN_KEY": true}
 
 // fence matches a fenced block and its info string.
 var fence = regexp.MustCompile("(?ms)^```([^\n`]*)\n(.*?)^```[ \t]*$")
@@ -152,6 +153,7 @@ var quickstartChecks = []quickstartCheck{
 	}},
 	{runs: "/contexts/$C/run", check: contains("3 data.csv", "done", `"exit_code":0`, "image/png", "count")},
 	{runs: "/mcp", check: contains("42")},
+	{runs: "airlock admin tenant create acme", check: contains("acme key after revoke: 401")},
 }
 
 // TestQuickstart runs the quickstart of README.md and the docs pages in
@@ -167,7 +169,7 @@ func TestQuickstart(t *testing.T) {
 	root := repoRoot(t)
 
 	var blocks []mdBlock
-	envBlocks := 0
+	readmeEnv := 0
 	for _, f := range quickstartDocs {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
@@ -178,13 +180,15 @@ func TestQuickstart(t *testing.T) {
 			case "sh quickstart":
 				blocks = append(blocks, blk)
 			case "sh quickstart-env":
-				envBlocks++
+				if f == "README.md" {
+					readmeEnv++
+				}
 				checkEnvBlock(t, blk)
 			}
 		}
 	}
-	if envBlocks != 1 {
-		t.Errorf("README.md should set the quickstart's variables in one quickstart-env block; found %d", envBlocks)
+	if readmeEnv != 1 {
+		t.Errorf("README.md should set the quickstart's variables in one quickstart-env block; found %d", readmeEnv)
 	}
 	if len(blocks) == 0 {
 		t.Fatal("no quickstart blocks in " + strings.Join(quickstartDocs, ", "))
@@ -204,7 +208,12 @@ func TestQuickstart(t *testing.T) {
 	buildCLI(t, filepath.Join(work, "bin"))
 	d := n.start(append(quiet, "--keep-sessions=false")...)
 	run := &quickstartRun{dir: work, c: newClient(t, d.url, n.key())}
+	admin, err := os.ReadFile(filepath.Join(n.dir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := append(os.Environ(), "AIRLOCK_URL="+d.url, "AIRLOCK_API_KEY="+n.key(),
+		"AIRLOCK_ADMIN_KEY="+strings.TrimSpace(string(admin)),
 		"PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
 
 	for i, blk := range blocks {
