@@ -28,7 +28,7 @@ import (
 // block added to the README without a check fails here.
 
 // quickstartDocs are the files whose quickstart blocks run, in order.
-var quickstartDocs = []string{"README.md", "docs/getting-started.md", "docs/sessions.md", "docs/mcp.md", "docs/tenants-and-keys.md"}
+var quickstartDocs = []string{"README.md", "docs/getting-started.md", "docs/sessions.md", "docs/mcp.md", "docs/tenants-and-keys.md", "docs/api.md"}
 
 // quickstartEnv are the variables a quickstart-env block may set: the
 // test sets each to its own airlockd's.
@@ -102,7 +102,7 @@ func isPNG(path string) error {
 }
 
 var quickstartChecks = []quickstartCheck{
-	{runs: "/v1/execute", check: func(out string, _ *quickstartRun) error {
+	{runs: `"print(6 * 7)"`, check: func(out string, _ *quickstartRun) error {
 		var e struct {
 			Status   string `json:"status"`
 			ExitCode *int   `json:"exit_code"`
@@ -153,6 +153,7 @@ var quickstartChecks = []quickstartCheck{
 	}},
 	{runs: "/contexts/$C/run", check: contains("3 data.csv", "done", `"exit_code":0`, "image/png", "count")},
 	{runs: "/mcp", check: contains("42")},
+	{runs: `plt.savefig(\"output.png\")`, check: contains(`"exit_code":0`, `"filename":"output.png"`, `"content_type":"image/png"`)},
 	{runs: "airlock admin tenant create acme", check: contains("acme key after revoke: 401")},
 }
 
