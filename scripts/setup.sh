@@ -139,8 +139,8 @@ fi
 step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $RUNSC_BIN"
 # gVisor's own build precompiles the seccomp-bpf programs runsc installs
 # in every sandbox and gofer; `go install` of its Go branch leaves that
-# out, and runsc then compiles them at every sandbox start (about a sixth
-# of a start's CPU, see BENCHMARKS.md). We build from a copy of the
+# out, and runsc then compiles them at every sandbox start (13% of the
+# CPU samples of a restore cycle's runsc, see BENCHMARKS.md). We build from a copy of the
 # module with the programs generated into it (scripts/runsc-seccomp).
 # Only ./runsc is built, with -trimpath (the generator and the build
 # share the compiled packages) and without symbols and DWARF (-s -w: a
