@@ -269,7 +269,7 @@ func (f *flags) registerLimits() {
 	r.integer(&c.MaxQueue, "max-queue", groupLimits, "one-shot executions that may wait for a slot (0: 4 x --max-concurrent); past it a request gets a 503 node-busy problem with Retry-After at once")
 	r.integer(&c.MaxStarts, "max-starts", groupLimits, "sandboxes being made at once, restores and boots, pool fills included (0: the number of CPUs); a request that misses the pool beyond it waits for the next ready sandbox")
 	r.int64(&c.MemoryMiB, "memory-mib", "MiB", groupLimits, "memory limit of a one-shot sandbox")
-	r.repeat(quotaFlag(c.Quotas.Defaults), "quota", groupLimits, "default quota of every tenant, KEY=VALUE (repeatable); keys: sessions, runs, executions_per_minute, vcpu, memory, sandbox_seconds_per_day, egress_bytes_per_day; VALUE a number (vcpu may be 0.5; memory and egress take KiB/MiB/GiB; seconds take 8h) or unlimited. 'airlock tenant set NAME --quota KEY=VALUE' overrides one for a tenant")
+	r.repeat(quotaFlag(c.Quotas.Defaults), "quota", groupLimits, "default quota of every tenant, KEY=VALUE (repeatable); keys: sessions, runs, executions_per_minute, vcpu, memory, sandbox_seconds_per_day, egress_bytes_per_day; VALUE a number (vcpu may be 0.5; memory and egress take KiB/MiB/GiB; seconds take 8h) or unlimited. 'airlock admin tenant set NAME --quota KEY=VALUE' overrides one for a tenant")
 	r.duration(&c.Quotas.Flush, "quota-flush", groupLimits, "how often the day's quota counters are written to the store (and, in a fleet, read back) and tenants' overrides read again: what a crash may lose of the daily counts, and how late one node sees another's (0: 10s; 2s in a fleet)")
 }
 
@@ -308,7 +308,7 @@ func (f *flags) registerKeep() {
 	o := r.str(&f.masterKey, "master-key", groupKeep, "the master key itself (64 hex digits or base64), instead of --master-key-file; best given in the environment")
 	o.secret = true
 	r.boolean(&c.Keep.Generate, "master-key-generate", groupKeep, "on a single node (SQLite store, no fleet) given no master key, use <state-dir>/master.key, made at first start (false: without a master key, snapshots, pause and fork are off)")
-	r.strings(&c.Keep.OldMasterKeyFiles, "old-master-key-file", groupKeep, "comma-separated files of earlier master keys that still unwrap data keys not yet rotated (see 'airlock master-key rotate')")
+	r.strings(&c.Keep.OldMasterKeyFiles, "old-master-key-file", groupKeep, "comma-separated files of earlier master keys that still unwrap data keys not yet rotated (see 'airlock node master-key rotate')")
 	r.int64(&c.Keep.SnapshotQuotaMiB, "snapshot-quota-mib", "MiB", groupKeep, "sealed snapshot data one tenant may keep")
 	r.duration(&c.Keep.MaxPausedAge, "max-paused-age", groupKeep, "a session paused for longer is ended and its saved state removed")
 }
@@ -320,7 +320,7 @@ func (f *flags) registerAbuse() {
 	r.alias("no-abuse", "use --abuse=false", kindBool, invertedBool{&f.abuseOn}, groupAbuse)
 	r.strings(&f.detectors, "abuse-detectors", groupAbuse, "detectors that run (comma-separated, some of mining, scanning, fork-bomb, dns-tunnel)")
 	r.alias("abuse-disable", "use --abuse-detectors, which names those that run", kindList, (*listValue)(&f.abuseDisable), groupAbuse)
-	r.str(&c.Abuse.Response, "abuse-response", groupAbuse, "what a detection does: kill (the sandbox), quarantine (kill, and refuse the tenant new runs and sessions until `airlock tenant unquarantine`) or record")
+	r.str(&c.Abuse.Response, "abuse-response", groupAbuse, "what a detection does: kill (the sandbox), quarantine (kill, and refuse the tenant new runs and sessions until `airlock admin tenant set NAME --unquarantine`) or record")
 	r.strings(&c.Abuse.Pools, "abuse-pools", groupAbuse, "mining pool domains added to the built-in list (comma-separated)")
 	r.duration(&c.Abuse.Interval, "abuse-interval", groupAbuse, "how often each sandbox's cgroup statistics are read")
 	r.duration(&c.Abuse.MiningWin, "abuse-mining-window", groupAbuse, "mining: how long the CPU stays busy with no output")
