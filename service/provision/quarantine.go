@@ -25,6 +25,6 @@ func (p *Provisioner) checkQuarantine(ctx context.Context, t *airlock.Tenant) er
 		return nil
 	}
 	return airlock.Problem(airlock.EFORBIDDEN, airlock.ProblemTenantQuarantined,
-		"tenant %s is quarantined since %s (%s); an operator lifts it with: airlock tenant unquarantine %s",
+		"tenant %s is quarantined since %s (%s); an operator lifts it with: airlock admin tenant set %s --unquarantine",
 		t.Name, q.Since.Format("2006-01-02T15:04:05Z"), q.Reason, t.Name)
 }
