@@ -61,7 +61,6 @@ func (b *Backend) Name() string { return "microvm" }
 // QEMU's emulator, which Accelerator says).
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
-		Snapshot:          true,
 		HardwareIsolation: true,
 		SeparateKernel:    true,
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},

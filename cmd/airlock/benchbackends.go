@@ -421,7 +421,6 @@ func backendRunner(name string, b airlock.Backend, img *airlock.Image, done func
 		mem[k] = append(mem[k], v)
 	}
 	snap, canSnap := b.(airlock.Snapshotter)
-	canSnap = canSnap && b.Capabilities().Snapshot
 	ckpt := ""
 	cleanup := func() {
 		if ckpt != "" {
