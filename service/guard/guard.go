@@ -79,8 +79,37 @@ func New(cfg Config) (*Guard, error) {
 // of the code (never nil). Languages it has no parser for have no
 // findings. It never fails: a bound that is hit is a finding
 // (guard-limit, guard-timeout), and so is code that does not parse
-// (guard-parse-error, severity info: what did parse was checked).
+// (guard-parse-error, severity info: what did parse was checked). A
+// command given as an argv is checked by CheckArgv.
 func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding {
+	return g.check(ctx, lang, code, func(a *analysis) {
+		switch lang {
+		case airlock.Bash:
+			a.shell(code, pos{}, 0)
+		case airlock.Python:
+			a.python(code, pos{}, 0)
+		case airlock.Node:
+			a.javascript(code, pos{}, 0)
+		case airlock.SQL:
+			a.sql(code)
+		}
+	})
+}
+
+// CheckArgv returns what the guard finds in a command given as an argv
+// (a session exec's cmd, language airlock.Command): no shell reads it,
+// so each argument is one word as it is; shell or other code it hands to
+// an interpreter (bash -c, python -c, ...) is parsed and checked. The
+// findings are placed at line 1, column 1 of the argv joined by NULs, as
+// the execution records it.
+func (g *Guard) CheckArgv(ctx context.Context, argv []string) []airlock.GuardFinding {
+	return g.check(ctx, airlock.Command, strings.Join(argv, "\x00"), func(a *analysis) {
+		a.shellArgv(argv, pos{1, 1}, 0)
+	})
+}
+
+// check runs one analysis of code under the guard's bounds.
+func (g *Guard) check(ctx context.Context, lang airlock.Language, code string, analyse func(a *analysis)) []airlock.GuardFinding {
 	c := newCollector(code, g.cfg.MaxFindings)
 	if len(code) > g.cfg.MaxBytes {
 		c.add(RuleLimit, 1, 1, fmt.Sprintf("the code is %d bytes; the guard checks at most %d", len(code), g.cfg.MaxBytes))
@@ -105,18 +134,7 @@ func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) [
 				c.add(RuleParseError, 1, 1, fmt.Sprintf("the %s parser failed: %v", lang, r))
 			}
 		}()
-		switch lang {
-		case airlock.Bash:
-			a.shell(code, pos{}, 0)
-		case airlock.Command: // a session exec's argv, joined by NULs
-			a.shellArgv(strings.Split(code, "\x00"), pos{1, 1}, 0)
-		case airlock.Python:
-			a.python(code, pos{}, 0)
-		case airlock.Node:
-			a.javascript(code, pos{}, 0)
-		case airlock.SQL:
-			a.sql(code)
-		}
+		analyse(a)
 	}()
 	select {
 	case <-done:

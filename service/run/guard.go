@@ -13,6 +13,8 @@ import (
 // Checker is the static check of code before it runs (package guard).
 type Checker interface {
 	Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding
+	// CheckArgv checks a command given as an argv (airlock.Command).
+	CheckArgv(ctx context.Context, argv []string) []airlock.GuardFinding
 }
 
 // screening is what the guard said of a record's code under a policy:
@@ -47,7 +49,11 @@ func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
 		return rec, nil
 	}
 	start := time.Now()
-	sc.findings = r.cfg.Guard.Check(ctx, rec.Language, rec.Code)
+	if rec.Language == airlock.Command {
+		sc.findings = r.cfg.Guard.CheckArgv(ctx, rec.Argv)
+	} else {
+		sc.findings = r.cfg.Guard.Check(ctx, rec.Language, rec.Code)
+	}
 	r.metrics.guardSeconds.WithLabelValues(string(rec.Language)).Observe(time.Since(start).Seconds())
 	var blocking []airlock.GuardFinding
 	if policy == airlock.GuardBlock {
