@@ -33,4 +33,3 @@ type Guest struct {
 	RootDiskBytes int64     `json:"disk_bytes"` // its size
 	BuiltAt       time.Time `json:"built_at"`
 }
-
