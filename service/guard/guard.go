@@ -82,6 +82,12 @@ func New(cfg Config) (*Guard, error) {
 // (guard-parse-error, severity info: what did parse was checked). A
 // command given as an argv is checked by CheckArgv.
 func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding {
+	return g.Inspect(ctx, lang, code).Findings
+}
+
+// Inspect is Check that also returns the imports of Python code, from
+// the same parse.
+func (g *Guard) Inspect(ctx context.Context, lang airlock.Language, code string) Report {
 	return g.check(ctx, lang, code, func(a *analysis) {
 		switch lang {
 		case airlock.Bash:
@@ -105,22 +111,32 @@ func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) [
 func (g *Guard) CheckArgv(ctx context.Context, argv []string) []airlock.GuardFinding {
 	return g.check(ctx, airlock.Command, strings.Join(argv, "\x00"), func(a *analysis) {
 		a.shellArgv(argv, pos{1, 1}, 0)
-	})
+	}).Findings
+}
+
+// PythonImports returns the imports of Python code without checking it
+// (for a run the guard does not check: its tenant's policy is off), under
+// the guard's bounds.
+func (g *Guard) PythonImports(ctx context.Context, code string) Imports {
+	return g.check(ctx, airlock.Python, code, func(a *analysis) {
+		a.importsOnly = true
+		a.python(code, pos{}, 0)
+	}).Imports
 }
 
 // check runs one analysis of code under the guard's bounds.
-func (g *Guard) check(ctx context.Context, lang airlock.Language, code string, analyse func(a *analysis)) []airlock.GuardFinding {
+func (g *Guard) check(ctx context.Context, lang airlock.Language, code string, analyse func(a *analysis)) Report {
 	c := newCollector(code, g.cfg.MaxFindings)
 	if len(code) > g.cfg.MaxBytes {
 		c.add(RuleLimit, 1, 1, fmt.Sprintf("the code is %d bytes; the guard checks at most %d", len(code), g.cfg.MaxBytes))
-		return c.result()
+		return Report{Findings: c.result()}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	weight := max(int64(len(code)), 4<<10)
 	if err := g.inflight.Acquire(ctx, weight); err != nil {
 		c.add(RuleTimeout, 1, 1, fmt.Sprintf("the guard was busy with other code for %s", g.cfg.Timeout))
-		return c.result()
+		return Report{Findings: c.result()}
 	}
 	a := &analysis{ctx: ctx, c: c, maxDepth: g.cfg.MaxDepth}
 	done := make(chan struct{})
@@ -136,15 +152,17 @@ func (g *Guard) check(ctx context.Context, lang airlock.Language, code string, a
 		}()
 		analyse(a)
 	}()
+	var imports Imports
 	select {
 	case <-done:
+		imports = a.imports
 	case <-ctx.Done():
 		// The parsers and walks stop at the context's end; they are
 		// linear in bounded input, so what is left ends soon.
 		c.add(RuleTimeout, 1, 1, fmt.Sprintf("the check took longer than %s and was abandoned", g.cfg.Timeout))
 		c.close()
 	}
-	return c.result()
+	return Report{Findings: c.result(), Imports: imports}
 }
 
 // analysis is one check of one piece of code.
@@ -152,6 +170,10 @@ type analysis struct {
 	ctx      context.Context
 	c        *collector
 	maxDepth int
+	// imports are those of the Python code checked (not of Python
+	// nested in it); importsOnly: look for nothing else.
+	imports     Imports
+	importsOnly bool
 }
 
 // pos is a place in the code as sent (1-based); the zero pos means "not
