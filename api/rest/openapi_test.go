@@ -202,6 +202,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 			required := slices.Clone(s.Required)
 			slices.Sort(required)
 			fields, always := jsonFields(reflect.TypeOf(tt.typ))
+			fields = withDeprecated(t, s.Properties, tt.schema, fields)
 			if !slices.Equal(props, fields) {
 				t.Errorf("schema properties %v, Go JSON fields %v", props, fields)
 			}
@@ -222,4 +223,24 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	if got := doc.Components.Schemas["ExecutionStatus"].Enum; !slices.Equal(got, statuses) {
 		t.Errorf("ExecutionStatus enum %v, want %v", got, statuses)
 	}
+}
+
+// withDeprecated adds to a Go type's JSON fields the old names of its
+// renamed fields (airlock.RenamedFields), which the schema keeps for one
+// release, marked deprecated.
+func withDeprecated(t *testing.T, props map[string]json.RawMessage, schema string, fields []string) []string {
+	t.Helper()
+	for _, f := range airlock.RenamedFieldsOf(schema) {
+		fields = append(fields, f.Old)
+		var p struct {
+			Deprecated bool `json:"deprecated"`
+		}
+		if raw, ok := props[f.Old]; ok {
+			if json.Unmarshal(raw, &p); !p.Deprecated {
+				t.Errorf("%s.%s (renamed to %s) is not marked deprecated", schema, f.Old, f.New)
+			}
+		}
+	}
+	slices.Sort(fields)
+	return fields
 }
