@@ -207,7 +207,7 @@ async function renderExecution(signal, id) {
     ['ID', e.execution_id], ['Status', badge(e.status)], ['Exit code', String(e.exit_code)],
     ['Language', e.language], ['Image', e.image], ['Backend', e.backend || ''],
     ['Start source', e.start_source || ''], ['Duration', ms(e.duration_ms)],
-    ['Peak memory', (e.peak_memory_mb || 0) + ' MB'], ['Started', when(e.created_at)],
+    ['Peak memory', (e.peak_memory_mib || 0) + ' MiB'], ['Started', when(e.created_at)],
     ['Finished', when(e.finished_at)], ['Session', e.session_id ? h('a', { href: '#/sessions/' + encodeURIComponent(e.session_id) }, e.session_id) : 'none (one-shot)'],
     ['Agent', e.agent_id || ''], ['Timed out', e.timed_out ? 'yes' : 'no'], ['Out of memory', e.oom_killed ? 'yes' : 'no'],
     ['Network attempt', e.had_network_attempt ? 'yes' : 'no'],
@@ -229,7 +229,7 @@ async function renderExecution(signal, id) {
     h('section', { 'aria-labelledby': 'eegress-h' }, h('h2', { id: 'eegress-h' }, 'Egress'), egress));
   for (const a of e.artifacts || []) {
     const card = h('figure', { class: 'card artifact' });
-    const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.id), null, signal);
+    const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.artifact_id), null, signal);
     card.append(h('figcaption', {}, h('strong', {}, a.filename), ' ', h('span', { class: 'muted' }, `${a.content_type}, ${bytes(a.size_bytes)}`), ' ',
       h('button', { type: 'button', class: 'link', onclick: async () => download(await get(), a.filename) }, 'Download')));
     if (inlineImage(a.content_type)) {
@@ -291,8 +291,8 @@ function limitsList(s) {
     ['CPUs', String(l.cpus)], ['Memory', bytes(l.memory_bytes)], ['Disk', bytes(l.disk_bytes)],
     ['Timeout', l.timeout_s + ' s (idle ' + l.idle_timeout_s + ' s)'], ['Created', when(s.created_at)],
     ['Expires', when(s.expires_at)], ['Network', s.network.mode + (s.network.allow && s.network.allow.length ? ': ' + s.network.allow.join(', ') : '')],
-    ['Usage', `${u.execs} execs, ${u.cell_runs} cells, CPU ${ms(u.cpu_ms)}, memory ${u.memory_mb} MB (peak ${u.peak_memory_mb} MB)`],
-    ['Bytes moved', `${bytes(u.bytes_uploaded)} up, ${bytes(u.bytes_downloaded)} down`],
+    ['Usage', `${u.execs} execs, ${u.cell_runs} cells, CPU ${ms(u.cpu_ms)}, memory ${u.memory_mib} MiB (peak ${u.peak_memory_mib} MiB)`],
+    ['Bytes moved', `${bytes(u.uploaded_bytes)} up, ${bytes(u.downloaded_bytes)} down`],
   ].concat(s.end_reason ? [['Ended', `${when(s.ended_at)} (${s.end_reason})`]] : []);
 }
 
@@ -341,7 +341,7 @@ async function showFiles(id, path, box, signal) {
         : f.type === 'file'
           ? h('button', { type: 'button', class: 'link', 'aria-label': 'Download ' + f.name, onclick: async () => download(await blobOf(`v1/sessions/${encodeURIComponent(id)}/files`, { path: full }, signal), f.name) }, f.name)
           : f.name;
-      rows.push(h('tr', {}, h('td', { class: 'wrap' }, name), h('td', {}, f.type), h('td', {}, bytes(f.size)), h('td', { class: 'hide-narrow' }, when(f.mtime))));
+      rows.push(h('tr', {}, h('td', { class: 'wrap' }, name), h('td', {}, f.type), h('td', {}, bytes(f.size_bytes)), h('td', { class: 'hide-narrow' }, when(f.modified_at))));
     }
     box.replaceChildren(h('p', { class: 'muted' }, list.path + (list.truncated ? ' (the list was cut)' : '')),
       rows.length ? table([['Name'], ['Type'], ['Size'], ['Modified', 'hide-narrow']], rows, 'Files in ' + list.path) : h('p', { class: 'muted' }, 'Empty.'));
@@ -412,10 +412,10 @@ async function follow(id, out, state, signal) {
 // egressTable renders egress events (newest first) as a table.
 function egressTable(events, caption) {
   const rows = events.map(e => h('tr', {},
-    h('td', {}, when(e.time)), h('td', {}, e.kind), h('td', {}, badge(e.verdict)),
+    h('td', {}, when(e.occurred_at)), h('td', {}, e.kind), h('td', {}, badge(e.verdict)),
     h('td', { class: 'wrap' }, [e.name, e.port ? ':' + e.port : ''].join('')),
     h('td', { class: 'hide-narrow' }, e.protocol || ''),
-    h('td', { class: 'hide-narrow' }, `${bytes(e.bytes_up)} / ${bytes(e.bytes_down)}`),
+    h('td', { class: 'hide-narrow' }, `${bytes(e.up_bytes)} / ${bytes(e.down_bytes)}`),
     h('td', { class: 'wrap' }, [e.reason, (e.flags || []).join(' ')].filter(Boolean).join('; '))));
   return table([['Time'], ['Kind'], ['Verdict'], ['Destination'], ['Protocol', 'hide-narrow'], ['Up / down', 'hide-narrow'], ['Reason']], rows, caption);
 }
