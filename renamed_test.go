@@ -3,6 +3,7 @@ package airlock_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,23 @@ func TestRenameOldFields(t *testing.T) {
 	}
 	if out, _ := airlock.RenameOldFields("CreateSessionRequest", []byte(`{"timeout_sec":5}`)); string(out) != `{"timeout_sec":5}` {
 		t.Errorf("a schema without renames was changed: %s", out)
+	}
+}
+
+// docs/api-deprecations.md lists every renamed field and when it goes.
+func TestDeprecationsDoc(t *testing.T) {
+	b, err := os.ReadFile("docs/api-deprecations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, f := range airlock.RenamedFields {
+		row := "| `" + f.Schema + "` | `" + f.Old + "` | `" + f.New + "` |"
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/api-deprecations.md has no row %s", row)
+		}
+	}
+	if !strings.Contains(doc, "API "+airlock.RemovedIn) || !strings.Contains(doc, airlock.RenamedIn) {
+		t.Errorf("docs/api-deprecations.md does not say %s and %s", airlock.RenamedIn, airlock.RemovedIn)
 	}
 }

@@ -69,12 +69,12 @@ func TestCatalogueEntries(t *testing.T) {
 
 func TestSlug(t *testing.T) {
 	for typ, want := range map[string]string{
-		"/problems/node-busy":                       "node-busy",
-		"urn:airlock:problem:node-busy":             "node-busy",
+		"/problems/node-busy":                        "node-busy",
+		"urn:airlock:problem:node-busy":              "node-busy",
 		"https://airlock.example/problems/node-busy": "node-busy",
-		"about:blank":                               "",
-		"https://example.com/other":                 "",
-		"":                                          "",
+		"about:blank":                                "",
+		"https://example.com/other":                  "",
+		"":                                           "",
 	} {
 		if got := problem.Slug(typ); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", typ, got, want)
