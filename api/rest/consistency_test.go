@@ -8,6 +8,7 @@ import (
 	"go/printer"
 	"go/token"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/internal/problem"
 )
 
@@ -383,4 +385,47 @@ func exprString(fset *token.FileSet, e ast.Expr) string {
 		return fmt.Sprintf("%T", e)
 	}
 	return b.String()
+}
+
+// A problem's type, resolved against the URI of the request that got it
+// (RFC 9457, section 3.1.1), is the catalogue's entry for it, served
+// without a key; so is an unknown slug's 404, and the whole list.
+func TestProblemTypeResolves(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range []req{
+		{method: "GET", path: "/v1/no-such-route", key: e.keyA},
+		{method: "POST", path: "/v1/execute", key: e.keyA, body: `{"language":"cobol","code":"x"}`, header: map[string]string{"Content-Type": "application/json"}},
+		{method: "GET", path: "/v1/executions", key: "not-a-key"},
+	} {
+		resp := e.do(r)
+		var p rest.Problem
+		if err := json.Unmarshal(readBody(t, resp), &p); err != nil || !strings.HasPrefix(p.Type, rest.ProblemTypePrefix) {
+			t.Fatalf("%s %s: %v %+v", r.method, r.path, err, p)
+		}
+		base, _ := url.Parse(e.srv.URL + r.path)
+		ref, err := url.Parse(p.Type)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := base.ResolveReference(ref).String()
+		page := e.doURL(req{method: "GET"}, at)
+		body := string(readBody(t, page))
+		slug := problem.Slug(p.Type)
+		if page.StatusCode != 200 || !strings.Contains(body, `id="`+slug+`"`) {
+			t.Errorf("%s (the type of %s %s) answers %d %.300s", at, r.method, r.path, page.StatusCode, body)
+		}
+		entry, _ := problem.Lookup(slug)
+		if entry.Status != p.Status {
+			t.Errorf("%s: answered with %d, catalogued with %d", slug, p.Status, entry.Status)
+		}
+	}
+	resp := e.do(req{method: "GET", path: "/problems/no-such-type"})
+	if body := string(readBody(t, resp)); resp.StatusCode != 404 || !strings.Contains(body, "problem-type-not-found") {
+		t.Errorf("unknown slug: %d %s", resp.StatusCode, body)
+	}
+	resp = e.do(req{method: "GET", path: "/problems", header: map[string]string{"Accept": "application/json"}})
+	var list []problem.Entry
+	if err := json.Unmarshal(readBody(t, resp), &list); err != nil || len(list) != len(problem.Catalogue()) {
+		t.Errorf("GET /problems as JSON: %d entries of %d (%v)", len(list), len(problem.Catalogue()), err)
+	}
 }
