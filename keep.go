@@ -34,7 +34,7 @@ type Snapshot struct {
 	Size      SessionSize `json:"size"`
 	// Bytes and SHA256 describe the sealed blob as stored; Entries is
 	// how many files, directories and symlinks the workspace held.
-	Bytes     int64     `json:"bytes"`
+	Bytes     int64     `json:"size_bytes"`
 	SHA256    string    `json:"sha256"`
 	Entries   int64     `json:"entries"`
 	KeyID     string    `json:"-"` // the tenant data key that sealed it

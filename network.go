@@ -239,7 +239,7 @@ type EgressEvent struct {
 	TenantID    string    `json:"-"`
 	SessionID   string    `json:"session_id,omitempty"`
 	ExecutionID string    `json:"execution_id,omitempty"`
-	Time        time.Time `json:"time"`
+	Time        time.Time `json:"occurred_at"`
 	Kind        string    `json:"kind"`
 	// Protocol: tls, http or opaque for a connection; the query type (A,
 	// AAAA, ...) for DNS; the HTTP method for a broker call.
@@ -254,8 +254,8 @@ type EgressEvent struct {
 	// Resolved the address the proxy connected to, or the DNS answers.
 	Dialled    string   `json:"dialled,omitempty"`
 	Resolved   string   `json:"resolved,omitempty"`
-	BytesUp    int64    `json:"bytes_up"`
-	BytesDown  int64    `json:"bytes_down"`
+	BytesUp    int64    `json:"up_bytes"`
+	BytesDown  int64    `json:"down_bytes"`
 	Verdict    string   `json:"verdict"`
 	Reason     string   `json:"reason,omitempty"`
 	Flags      []string `json:"flags,omitempty"` // e.g. long-label, high-entropy (DNS tunnelling)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/problem"
 )
 
 // Broker makes calls for sandbox code with credentials that stay on the
@@ -345,7 +346,7 @@ func clip(s string) string {
 // writeProblem answers inside the sandbox with a problem document.
 func writeProblem(w airlock.BrokerReply, status int, typ, detail string) {
 	body, _ := json.Marshal(map[string]any{
-		"type":   "urn:airlock:problem:broker-" + typ,
+		"type":   problem.TypePrefix + "broker-" + typ,
 		"title":  http.StatusText(status),
 		"status": status,
 		"detail": detail,
