@@ -72,7 +72,7 @@ type AbuseEvent struct {
 	// window, distinct ports, pool name matched, ...): never a secret.
 	Evidence map[string]any `json:"evidence"`
 	Action   string         `json:"action"`
-	Time     time.Time      `json:"time"`
+	Time     time.Time      `json:"occurred_at"`
 }
 
 // AbuseEventFilter selects a page of abuse events, newest first. An empty

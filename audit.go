@@ -9,8 +9,8 @@ import (
 // made or revoked, a grant set) and its result: who (the key's ID and
 // name), what, when, and how it ended.
 type AuditEntry struct {
-	ID string    `json:"id"`
-	At time.Time `json:"at"`
+	ID string    `json:"audit_id"`
+	At time.Time `json:"occurred_at"`
 	// KeyID and KeyName are the key that asked; Role its role; TenantID
 	// its tenant ("" for an operator key).
 	KeyID    string `json:"key_id"`

@@ -35,7 +35,7 @@ const MaxCodeBytes = 1 << 20
 type ExecuteRequest struct {
 	Language     Language `json:"language"`
 	Code         string   `json:"code"`
-	TimeoutSec   int      `json:"timeout_sec,omitempty"`
+	TimeoutSec   int      `json:"timeout_s,omitempty"`
 	AllowNetwork bool     `json:"allow_network,omitempty"` // the tenant's default allow list (operator config)
 	Image        string   `json:"image,omitempty"`
 	// Isolation asks for a level (see ChooseBackend); empty means the
@@ -87,7 +87,7 @@ type Execution struct {
 	StdoutTruncated   bool            `json:"stdout_truncated"`
 	StderrTruncated   bool            `json:"stderr_truncated"`
 	DurationMS        int64           `json:"duration_ms"`
-	PeakMemoryMB      int64           `json:"peak_memory_mb"`
+	PeakMemoryMB      int64           `json:"peak_memory_mib"`
 	TimedOut          bool            `json:"timed_out"`
 	OOMKilled         bool            `json:"oom_killed"`
 	HadNetworkAttempt bool            `json:"had_network_attempt"`
@@ -126,7 +126,7 @@ type Execution struct {
 
 // Artifact is a file the code created or changed in the workspace.
 type Artifact struct {
-	ID          string `json:"id"`
+	ID          string `json:"artifact_id"`
 	ExecutionID string `json:"-"`
 	TenantID    string `json:"-"`
 	Filename    string `json:"filename"`
@@ -170,7 +170,7 @@ func (r *ExecuteRequest) Validate(maxTimeout time.Duration) error {
 	}
 	max := int(maxTimeout / time.Second)
 	if r.TimeoutSec < 0 || r.TimeoutSec > max {
-		return Problem(EINVALID, "timeout-out-of-range", "timeout_sec must be between 1 and %d (0 or absent means the default)", max)
+		return Problem(EINVALID, "timeout-out-of-range", "timeout_s must be between 1 and %d (0 or absent means the default)", max)
 	}
 	if r.Isolation != "" && !r.Isolation.Valid() {
 		return Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", r.Isolation, isolationNames())

@@ -34,7 +34,7 @@ type Snapshot struct {
 	Size      SessionSize `json:"size"`
 	// Bytes and SHA256 describe the sealed blob as stored; Entries is
 	// how many files, directories and symlinks the workspace held.
-	Bytes     int64     `json:"bytes"`
+	Bytes     int64     `json:"size_bytes"`
 	SHA256    string    `json:"sha256"`
 	Entries   int64     `json:"entries"`
 	KeyID     string    `json:"-"` // the tenant data key that sealed it
@@ -145,8 +145,7 @@ type KeepService interface {
 	ForkSession(ctx context.Context, tenant *Tenant, id string, req ForkRequest) (*ForkResult, error)
 }
 
-// Pauser is implemented by backends whose Capabilities report Pause: a
-// running sandbox is saved to a directory on this node (its memory and
+// Pauser is implemented by backends that can pause: a running sandbox is saved to a directory on this node (its memory and
 // its disk) and ended, and restored from it later, as often as asked.
 type Pauser interface {
 	// Pause saves sb into dir (which must not exist) and ends sb.

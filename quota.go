@@ -32,7 +32,7 @@ type QuotaUsage struct {
 // Usage is a tenant's use of all its quotas.
 type Usage struct {
 	TenantID string       `json:"tenant_id"`
-	At       time.Time    `json:"at"`
+	At       time.Time    `json:"measured_at"`
 	Quotas   []QuotaUsage `json:"quotas"`
 }
 

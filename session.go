@@ -218,10 +218,10 @@ type SessionUsage struct {
 	Execs         int64 `json:"execs"`
 	CellRuns      int64 `json:"cell_runs"`
 	CPUMS         int64 `json:"cpu_ms"`
-	MemoryMB      int64 `json:"memory_mb"` // now (live sessions only)
-	PeakMemoryMB  int64 `json:"peak_memory_mb"`
-	BytesUploaded int64 `json:"bytes_uploaded"`
-	BytesDownload int64 `json:"bytes_downloaded"`
+	MemoryMB      int64 `json:"memory_mib"` // now (live sessions only)
+	PeakMemoryMB  int64 `json:"peak_memory_mib"`
+	BytesUploaded int64 `json:"uploaded_bytes"`
+	BytesDownload int64 `json:"downloaded_bytes"`
 }
 
 // RunningExec is a program running in a session.
@@ -335,7 +335,7 @@ type SessionExecRequest struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Cwd        string            `json:"cwd,omitempty"`
 	Stdin      string            `json:"stdin,omitempty"`
-	TimeoutSec int               `json:"timeout_sec,omitempty"`
+	TimeoutSec int               `json:"timeout_s,omitempty"`
 	// KeepStdin leaves the program's stdin open after Stdin is written,
 	// for WriteStdin and CloseStdin of the session service (the E2B
 	// front-end's interactive commands). Not part of the HTTP API.
@@ -384,7 +384,7 @@ func (r *SessionExecRequest) Validate(maxTimeout time.Duration) error {
 	}
 	max := int(maxTimeout / time.Second)
 	if r.TimeoutSec < 0 || r.TimeoutSec > max {
-		return Problem(EINVALID, "timeout-out-of-range", "timeout_sec must be between 1 and %d (0 or absent means the default)", max)
+		return Problem(EINVALID, "timeout-out-of-range", "timeout_s must be between 1 and %d (0 or absent means the default)", max)
 	}
 	return nil
 }
@@ -416,9 +416,9 @@ type ExecObserver interface {
 type FileEntry struct {
 	Name    string    `json:"name"`
 	Type    string    `json:"type"` // file, dir, symlink or other
-	Size    int64     `json:"size"`
+	Size    int64     `json:"size_bytes"`
 	Mode    string    `json:"mode"` // permission bits in octal, e.g. "0644"
-	ModTime time.Time `json:"mtime"`
+	ModTime time.Time `json:"modified_at"`
 }
 
 // FileList is the answer of GET /v1/sessions/{id}/files?list=1.
@@ -431,7 +431,7 @@ type FileList struct {
 // PutFileResult is the answer of a file upload.
 type PutFileResult struct {
 	Path string `json:"path"`
-	Size int64  `json:"size"`
+	Size int64  `json:"size_bytes"`
 }
 
 // Code contexts.
@@ -476,7 +476,7 @@ const (
 // RunCellRequest is the body of POST .../contexts/{cid}/run.
 type RunCellRequest struct {
 	Code       string `json:"code"`
-	TimeoutSec int    `json:"timeout_sec,omitempty"`
+	TimeoutSec int    `json:"timeout_s,omitempty"`
 }
 
 // Validate checks a cell against the maximum timeout.
@@ -486,7 +486,7 @@ func (r *RunCellRequest) Validate(maxTimeout time.Duration) error {
 	}
 	max := int(maxTimeout / time.Second)
 	if r.TimeoutSec < 0 || r.TimeoutSec > max {
-		return Problem(EINVALID, "timeout-out-of-range", "timeout_sec must be between 1 and %d (0 or absent means the default)", max)
+		return Problem(EINVALID, "timeout-out-of-range", "timeout_s must be between 1 and %d (0 or absent means the default)", max)
 	}
 	return nil
 }

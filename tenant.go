@@ -5,7 +5,7 @@ import "time"
 // Tenant owns API keys, executions and artifacts. Tenants never see each
 // other's records.
 type Tenant struct {
-	ID         string `json:"id"`
+	ID         string `json:"tenant_id"`
 	Name       string `json:"name"`
 	FirstParty bool   `json:"first_party"`
 	// Isolation is the operator's choice of the weakest isolation the

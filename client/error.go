@@ -16,12 +16,17 @@ import (
 // the rest is the problem's slug (e.g. "unknown-language").
 const ProblemTypePrefix = problem.TypePrefix
 
+// ProblemSlug returns the slug of a problem type URI: "unknown-language"
+// for "/problems/unknown-language", and for "urn:airlock:problem:unknown-language"
+// (servers before API 1.1.0); "" for a type that is not Airlock's.
+func ProblemSlug(typ string) string { return problem.Slug(typ) }
+
 // Error is an API error: a non-2xx response, decoded from its RFC 9457
 // problem document when it has one. It unwraps to an *airlock.Error with
 // the same code, so airlock.ErrorCode(err) works on it.
 type Error struct {
 	Status int    // HTTP status of the response
-	Type   string // problem type URI, e.g. "urn:airlock:problem:unknown-language"
+	Type   string // problem type URI, e.g. "/problems/unknown-language"
 	Title  string
 	Detail string
 	Code   string // airlock error code, e.g. airlock.ENOTFOUND
@@ -57,10 +62,7 @@ func (e *Error) Unwrap() error {
 	if msg == "" {
 		msg = e.Title
 	}
-	slug, _ := strings.CutPrefix(e.Type, ProblemTypePrefix)
-	if slug == e.Type {
-		slug = ""
-	}
+	slug := problem.Slug(e.Type)
 	return &airlock.Error{Code: e.Code, Type: slug, Message: msg, RetryAfter: e.RetryAfter, Extensions: e.Extensions, Refusal: e.Refusal}
 }
 

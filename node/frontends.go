@@ -62,7 +62,6 @@ func (n *Node) listen(ctx context.Context) error {
 		QuotaNames:   quotaNames(),
 		Keep:         n.Sessions,
 		SigningKey:   signingKey,
-		MaxTimeout:   c.MaxTimeout,
 		Logger:       n.logger,
 	}
 	if n.parts.rest != nil {

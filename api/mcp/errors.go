@@ -23,8 +23,8 @@ func toolError(err error) error {
 			msg = ce.Title
 		}
 		b.WriteString(msg)
-		slug := strings.TrimPrefix(ce.Type, client.ProblemTypePrefix)
-		if slug == "" || slug == ce.Type {
+		slug := client.ProblemSlug(ce.Type)
+		if slug == "" {
 			slug = strings.ReplaceAll(ce.Code, "_", "-")
 		}
 		fmt.Fprintf(&b, " (problem %s, HTTP %d", slug, ce.Status)

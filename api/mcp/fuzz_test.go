@@ -95,7 +95,7 @@ func FuzzHandler(f *testing.F) {
 		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"delete_session","arguments":[]}}`,
 		`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"nope"}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
-		`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"x","timeout_sec":1e309}}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"x","timeout_s":1e309}}}`,
 		`{"jsonrpc":"1.0"}`, `null`, `{`, ``, "\x00\xff",
 	}
 	for _, s := range seeds {

@@ -299,7 +299,7 @@ func checkTools(t *testing.T, cs *sdk.ClientSession) {
 
 func runChart(t *testing.T, cs *sdk.ClientSession) airlock.Execution {
 	var e airlock.Execution
-	res := ok(t, cs, "run_code", map[string]any{"language": "python", "code": chartCode, "timeout_sec": 30}, &e)
+	res := ok(t, cs, "run_code", map[string]any{"language": "python", "code": chartCode, "timeout_s": 30}, &e)
 	if e.ExitCode != 0 || e.Stdout != "saved\n" || len(e.Artifacts) != 1 || e.Artifacts[0].Filename != "output.png" {
 		t.Fatalf("chart: %+v", e)
 	}
@@ -405,7 +405,7 @@ func toolErrors(t *testing.T, cs *sdk.ClientSession) {
 	toolError(t, cs, "run_code", map[string]any{"language": "bash", "code": "true", "color": "red"}, "color")
 	toolError(t, cs, "run_code", map[string]any{"language": "bash", "code": 7}, "code")
 	// Refused by the API, with its problem type.
-	toolError(t, cs, "run_code", map[string]any{"language": "bash", "code": "true", "timeout_sec": 100000}, "timeout-out-of-range", "HTTP 400")
+	toolError(t, cs, "run_code", map[string]any{"language": "bash", "code": "true", "timeout_s": 100000}, "timeout-out-of-range", "HTTP 400")
 	toolError(t, cs, "run_code", map[string]any{"language": "bash", "code": "true", "image": "nope"}, "HTTP 4")
 	toolError(t, cs, "exec", map[string]any{"session_id": "nope", "shell": "true"}, "HTTP 404")
 	toolError(t, cs, "exec", map[string]any{"session_id": "", "shell": "true"}, "session_id")
@@ -521,7 +521,7 @@ func TestUnauthorized(t *testing.T) {
 		var p struct{ Type string }
 		json.Unmarshal(b, &p)
 		if resp.StatusCode != 401 || resp.Header.Get("Content-Type") != "application/problem+json" ||
-			p.Type != "urn:airlock:problem:unauthorized" || resp.Header.Get("WWW-Authenticate") == "" {
+			p.Type != "/problems/unauthorized" || resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("Authorization %q: %d %s %s", key, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 		}
 	}

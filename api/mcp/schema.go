@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/airlockhq/airlock"
 )
 
 // prop describes one property of a tool's input: what an LLM needs to
@@ -27,6 +30,7 @@ func schemaOf[T any](desc string, props map[string]prop) *jsonschema.Schema {
 		panic(fmt.Sprintf("mcp: schema of %T: %v", *new(T), err))
 	}
 	s.Description = desc
+	withOldNames(s, reflect.TypeFor[T]())
 	for name, p := range props {
 		ps := lookup(s, name)
 		if ps == nil {
@@ -67,3 +71,54 @@ func enumOf[S ~string](xs []S) []any {
 }
 
 func minimum(v float64) *float64 { return &v }
+
+// withOldNames adds to the schema of t, and of the types it holds, the
+// old names of renamed response fields (airlock.RenamedFields), which the
+// domain types send beside the new ones for one release: an output
+// schema without them would refuse the answer.
+func withOldNames(s *jsonschema.Schema, t reflect.Type) {
+	for s != nil && t != nil {
+		switch t.Kind() {
+		case reflect.Pointer:
+			t = t.Elem()
+			continue
+		case reflect.Slice, reflect.Array:
+			s, t = s.Items, t.Elem()
+			continue
+		}
+		break
+	}
+	if s == nil || t == nil || t.Kind() != reflect.Struct || s.Properties == nil {
+		return
+	}
+	if t.PkgPath() == reflect.TypeFor[airlock.RenamedField]().PkgPath() {
+		for _, f := range airlock.RenamedFieldsOf(t.Name()) {
+			if f.Input {
+				continue
+			}
+			if cur, ok := s.Properties[f.New]; ok {
+				if _, dup := s.Properties[f.Old]; !dup {
+					old := *cur
+					old.Deprecated = true
+					old.Description = "Deprecated: the same as " + f.New + "."
+					s.Properties[f.Old] = &old
+				}
+			}
+		}
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" {
+			withOldNames(s, f.Type)
+			continue
+		}
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		withOldNames(s.Properties[name], f.Type)
+	}
+}

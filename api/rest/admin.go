@@ -512,10 +512,6 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	type tenantUsage struct {
-		Tenant string `json:"tenant"`
-		*airlock.Usage
-	}
 	out := struct {
 		Usage []tenantUsage `json:"usage"`
 	}{Usage: []tenantUsage{}}
@@ -574,4 +570,22 @@ func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+// MarshalJSON sends the tenant with the renamed id under its old name
+// as well, for one release (airlock.RenamedFields).
+func (a adminTenant) MarshalJSON() ([]byte, error) {
+	type plain adminTenant
+	return airlock.MarshalWithOldNames("AdminTenant", plain(a))
+}
+
+// tenantUsage is one tenant's usage in GET /v1/admin/usage: the Usage
+// members and the tenant's name.
+type tenantUsage struct {
+	Tenant string
+	Usage  *airlock.Usage
+}
+
+func (t tenantUsage) MarshalJSON() ([]byte, error) {
+	return withMember(t.Usage, "tenant", t.Tenant)
 }

@@ -2,10 +2,10 @@ package rest
 
 import (
 	"context"
+	"github.com/airlockhq/airlock/internal/problem"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -47,7 +47,7 @@ func (s *Server) auditOK(r *http.Request, action, target string, status int, det
 // audited answers err as a problem and records the refusal.
 func (s *Server) audited(w http.ResponseWriter, r *http.Request, action, target, detail string, err error) {
 	p, _ := problemFor(err)
-	s.audit(r, action, target, p.Status, strings.TrimPrefix(p.Type, ProblemTypePrefix), detail)
+	s.audit(r, action, target, p.Status, problem.Slug(p.Type), detail)
 	s.error(w, r, err)
 }
 

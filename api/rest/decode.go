@@ -52,7 +52,21 @@ func decodeReader(body io.Reader, v any) error {
 		_, err := dec.ReadToken()
 		return jsonError(err)
 	}
-	if err := jsonv2.UnmarshalDecode(dec, v, decodeOptions); err != nil {
+	if renames := inputRenames(v); renames != "" {
+		// A request type with renamed fields: read the object whole,
+		// give its old names the new ones, then decode it as strictly.
+		val, err := dec.ReadValue()
+		if err != nil {
+			return jsonError(err)
+		}
+		obj, err := airlock.RenameOldFields(renames, val)
+		if err != nil {
+			return err
+		}
+		if err := jsonv2.Unmarshal(obj, v, decodeOptions); err != nil {
+			return jsonError(err)
+		}
+	} else if err := jsonv2.UnmarshalDecode(dec, v, decodeOptions); err != nil {
 		return jsonError(err)
 	}
 	end := dec.InputOffset()
@@ -211,4 +225,22 @@ func jsonTypeName(k reflect.Kind) string {
 		return "an array"
 	}
 	return "an object"
+}
+
+// inputRenames names the schema of v when it is a request type with a
+// field renamed (airlock.RenamedFields), whose old name is still read.
+func inputRenames(v any) string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.PkgPath() != reflect.TypeFor[airlock.RenamedField]().PkgPath() {
+		return ""
+	}
+	for _, f := range airlock.RenamedFieldsOf(t.Name()) {
+		if f.Input {
+			return t.Name()
+		}
+	}
+	return ""
 }

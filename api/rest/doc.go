@@ -10,7 +10,9 @@
 //     with github.com/go-json-experiment/json (encoding/json/v2), and only
 //     they: responses and everything else use encoding/json;
 //   - errors as RFC 9457 problem documents (application/problem+json) with
-//     stable type URIs urn:airlock:problem:<slug>, and the one table from
+//     type URIs /problems/<slug> (relative references that resolve to the
+//     catalogue served at GET /problems/{slug}; every slug is in
+//     internal/problem's catalogue and docs/errors.md), and the one table from
 //     airlock error code to HTTP status (StatusFor) that the client maps
 //     back with (ErrorFromProblem, DecodeProblem). Internal errors are
 //     logged in full and sent as "internal error", never echoed;

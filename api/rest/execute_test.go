@@ -38,15 +38,21 @@ func TestExecuteProblems(t *testing.T) {
 		{"trailing JSON", req{key: "A", body: okBody + ` {}`}, 400, "invalid-json", "after the JSON object"},
 		{"trailing garbage", req{key: "A", body: okBody + `x`}, 400, "invalid-json", "after the JSON object"},
 		{"code not a string", req{key: "A", body: `{"language":"python","code":1}`}, 400, "invalid-json", `"code"`},
-		{"timeout not a number", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":"5"}`}, 400, "invalid-json", `"timeout_sec"`},
-		{"timeout not whole", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":1.5}`}, 400, "invalid-json", `"timeout_sec"`},
+		{"timeout not a number", req{key: "A", body: `{"language":"python","code":"x","timeout_s":"5"}`}, 400, "invalid-json", `"timeout_s"`},
+		{"timeout not whole", req{key: "A", body: `{"language":"python","code":"x","timeout_s":1.5}`}, 400, "invalid-json", `"timeout_s"`},
 		{"array body", req{key: "A", body: `[]`}, 400, "invalid-json", "object"},
 		{"missing language", req{key: "A", body: `{"code":"x"}`}, 400, "missing-language", ""},
 		{"unknown language", req{key: "A", body: `{"language":"cobol","code":"x"}`}, 400, "unknown-language", "cobol"},
 		{"code over 1 MiB", req{key: "A", body: big(airlock.MaxCodeBytes + 1)}, 413, "code-too-large", ""},
 		{"body over the limit", req{key: "A", body: big(rest.MaxRequestBytes)}, 413, "request-too-large", ""},
-		{"timeout too long", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":31}`}, 400, "timeout-out-of-range", ""},
-		{"timeout negative", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":-1}`}, 400, "timeout-out-of-range", ""},
+		{"timeout too long", req{key: "A", body: `{"language":"python","code":"x","timeout_s":31}`}, 400, "timeout-out-of-range", ""},
+		{"timeout negative", req{key: "A", body: `{"language":"python","code":"x","timeout_s":-1}`}, 400, "timeout-out-of-range", ""},
+		// timeout_sec is timeout_s's deprecated alias (airlock.RenamedFields):
+		// read as it, and refused beside it with another value.
+		{"deprecated alias read", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":31}`}, 400, "timeout-out-of-range", ""},
+		{"alias and name agree", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":31,"timeout_s":31}`}, 400, "timeout-out-of-range", ""},
+		{"alias and name differ", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":5,"timeout_s":6}`}, 400, "conflicting-fields", `"timeout_sec"`},
+		{"alias given twice", req{key: "A", body: `{"language":"python","code":"x","timeout_sec":5,"timeout_sec":5}`}, 400, "duplicate-field", ""},
 		{"agent id too long", req{key: "A", body: okBody, header: map[string]string{"X-Agent-Id": strings.Repeat("a", 201)}}, 400, "invalid-agent-id", ""},
 		{"agent id not ASCII", req{key: "A", body: okBody, header: map[string]string{"X-Agent-Id": "agent-é"}}, 400, "invalid-agent-id", ""},
 		{"text/plain", req{key: "A", body: okBody, header: map[string]string{"Content-Type": "text/plain"}}, 415, "unsupported-media-type", ""},
@@ -92,7 +98,7 @@ func TestExecuteAccepts(t *testing.T) {
 		{"+json", okBody, map[string]string{"Content-Type": "application/vnd.airlock+json"}},
 		{"trailing white space", okBody + " \n\t", nil},
 		{"code of exactly 1 MiB", `{"language":"bash","code":"` + strings.Repeat("a", airlock.MaxCodeBytes) + `"}`, nil},
-		{"max timeout", `{"language":"node","code":"x","timeout_sec":30}`, nil},
+		{"max timeout", `{"language":"node","code":"x","timeout_s":30}`, nil},
 		{"agent id", okBody, map[string]string{"X-Agent-Id": "agent 7/planner:v2"}},
 	}
 	for _, tt := range tests {
@@ -115,7 +121,7 @@ func TestExecuteResultShape(t *testing.T) {
 		testFile{"plot.png", "image/png", "\x89PNG\r\n\x1a\n"},
 	)
 	resp := e.do(req{method: "POST", path: "/v1/execute", key: e.keyA,
-		body:   `{"language":"python","code":"import sys; sys.exit(3)","timeout_sec":5}`,
+		body:   `{"language":"python","code":"import sys; sys.exit(3)","timeout_s":5}`,
 		header: map[string]string{"Content-Type": "application/json", "X-Agent-Id": "agent-1"}})
 	var m map[string]any
 	decodeJSON(t, resp, http.StatusOK, &m)

@@ -56,6 +56,7 @@ func TestOpenAPISessionSchemasMatchTypes(t *testing.T) {
 			}
 			slices.Sort(props)
 			fields, always := jsonFields(reflect.TypeOf(tt.typ))
+			fields = withDeprecated(t, s.Properties, tt.schema, fields)
 			if !slices.Equal(props, fields) {
 				t.Errorf("schema properties %v, Go JSON fields %v", props, fields)
 			}

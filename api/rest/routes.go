@@ -27,6 +27,9 @@ var routes = []route{
 	{http.MethodGet, "/readyz", (*Server).readyz, authNone},
 	{http.MethodGet, "/openapi.json", (*Server).openapi, authNone},
 	{http.MethodGet, "/metrics", (*Server).metrics, authNone},
+	// The problem catalogue, which problem type URIs resolve to.
+	{http.MethodGet, "/problems", (*Server).problemCatalogue, authNone},
+	{http.MethodGet, "/problems/{slug}", (*Server).problemEntry, authNone},
 	{http.MethodPost, "/v1/execute", (*Server).execute, authBearer},
 	// The reference blueprint's route: its request shape, our response.
 	{http.MethodPost, "/v1/sandbox/execute", (*Server).sandboxExecute, authBearer},

@@ -90,9 +90,6 @@ type Config struct {
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte
-	// MaxTimeout is the largest timeout_sec a request may ask for;
-	// airlock.DefaultLimits.Timeout if zero.
-	MaxTimeout time.Duration
 	// ArtifactURLTTL is how long a signed artifact URL is valid;
 	// DefaultArtifactURLTTL if zero.
 	ArtifactURLTTL time.Duration
@@ -125,8 +122,6 @@ func (c Config) Validate() error {
 		return airlock.Errorf(airlock.EINVALID, "httpapi: executor is required")
 	case len(c.SigningKey) < MinSigningKeyBytes:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: signing key must be at least %d bytes", MinSigningKeyBytes)
-	case c.MaxTimeout < 0 || (c.MaxTimeout > 0 && c.MaxTimeout < time.Second):
-		return airlock.Errorf(airlock.EINVALID, "httpapi: max timeout must be at least 1s")
 	case c.ArtifactURLTTL < 0:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: artifact URL TTL must not be negative")
 	case c.StreamBufferBytes < 0:
@@ -167,9 +162,6 @@ func New(cfg Config) (*Server, error) {
 	rate := upload.Rate{MinBytesPerSec: cfg.UploadMinRate, Window: cfg.UploadRateWindow}
 	if err := rate.Validate(); err != nil {
 		return nil, airlock.Errorf(airlock.EINVALID, "httpapi: %v", err)
-	}
-	if cfg.MaxTimeout == 0 {
-		cfg.MaxTimeout = airlock.DefaultLimits.Timeout
 	}
 	if cfg.ArtifactURLTTL == 0 {
 		cfg.ArtifactURLTTL = DefaultArtifactURLTTL

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/airlockhq/airlock/client"
 )
 
 const adminUsage = `usage:
@@ -211,7 +213,7 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 			Detail string `json:"detail"`
 		}
 		json.Unmarshal(b, &p)
-		typ := strings.TrimPrefix(p.Type, "urn:airlock:problem:")
+		typ := client.ProblemSlug(p.Type)
 		if p.Detail == "" {
 			p.Detail = strings.TrimSpace(string(b))
 		}

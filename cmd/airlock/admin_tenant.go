@@ -13,7 +13,7 @@ import (
 
 // adminTenantView is a tenant as the admin API answers it.
 type adminTenantView struct {
-	ID             string           `json:"id"`
+	ID             string           `json:"tenant_id"`
 	Name           string           `json:"name"`
 	IsolationFloor string           `json:"isolation_floor"`
 	Guard          string           `json:"guard"`

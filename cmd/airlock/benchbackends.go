@@ -358,7 +358,8 @@ func newBenchRunner(ctx context.Context, name string, img *airlock.Image, work, 
 		var r [2]byte
 		rand.Read(r[:])
 		b, err := microvm.New(microvm.Config{
-			StateDir: filepath.Join(work, "microvm"), ImageStateDir: stateDir, KernelDir: kdir, Driver: drv,
+			StateDir: filepath.Join(work, "microvm"), Driver: drv,
+			BuildGuest:   image.GuestBuilder(image.GuestConfig{StateDir: stateDir, KernelDir: kdir}),
 			CgroupParent: "airlock-bench-vm-" + newID(),
 			// A block of host uids of its own, apart from a node's.
 			UIDBase: microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096, UIDCount: 4096,
@@ -442,7 +443,6 @@ func backendRunner(name string, b airlock.Backend, img *airlock.Image, done func
 		mem[k] = append(mem[k], v)
 	}
 	snap, canSnap := b.(airlock.Snapshotter)
-	canSnap = canSnap && b.Capabilities().Snapshot
 	ckpt := ""
 	cleanup := func() {
 		if ckpt != "" {

@@ -76,10 +76,18 @@ func runEvents(ctx context.Context, args []string, std stdio) error {
 	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		for _, ev := range evs {
-			if err := enc.Encode(struct {
-				*airlock.AbuseEvent
-				Tenant string `json:"tenant"`
-			}{ev, names[ev.TenantID]}); err != nil {
+			// AbuseEvent has its own MarshalJSON: embedding it would
+			// drop the tenant member.
+			var m map[string]any
+			b, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(b, &m); err != nil {
+				return err
+			}
+			m["tenant"] = names[ev.TenantID]
+			if err := enc.Encode(m); err != nil {
 				return err
 			}
 		}

@@ -14,8 +14,18 @@ const ContentType = "application/problem+json"
 
 // TypePrefix starts every problem type URI. The rest is a stable slug:
 // the airlock.Error's Type if set, else one derived from its code
-// ("not_found" becomes "not-found").
-const TypePrefix = "urn:airlock:problem:"
+// ("not_found" becomes "not-found"). The type is a relative reference,
+// which RFC 9457 (section 3.1.1) resolves against the request's URI: so
+// it names the catalogue page of the server that answered
+// (GET /problems/<slug>), whatever host, scheme or proxy the client came
+// through, and is the same string from every node of a fleet. Clients
+// compare the slug (Slug), never the whole URI.
+const TypePrefix = "/problems/"
+
+// LegacyTypePrefix started problem type URIs before API 1.1.0
+// (urn:airlock:problem:<slug>, which resolved to nothing); Slug still
+// reads it, for clients of an earlier server.
+const LegacyTypePrefix = "urn:airlock:problem:"
 
 // RetryAfterMember is the problem member that carries, in whole seconds,
 // the Retry-After of a problem sent where no header can go: an event
@@ -164,10 +174,7 @@ func (p *Problem) AsError() *airlock.Error {
 	if !airlock.KnownCode(code) {
 		code = CodeFor(p.Status)
 	}
-	typ := strings.TrimPrefix(p.Type, TypePrefix)
-	if typ == p.Type { // not one of ours (or "about:blank")
-		typ = ""
-	}
+	typ := Slug(p.Type) // "" for a type not ours (or "about:blank")
 	msg := p.Detail
 	if msg == "" {
 		msg = p.Title

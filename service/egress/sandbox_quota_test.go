@@ -76,7 +76,7 @@ func TestSandboxTenantEgressQuota(t *testing.T) {
 	}
 
 	code, body := w.call(t, "POST", "/v1/sessions", `{"image": "base", "network": {"mode": "allow_list", "allow": ["api.test"]}}`)
-	if code != 429 || !strings.Contains(body, `"quota":"egress_bytes_per_day"`) || !strings.Contains(body, "urn:airlock:problem:egress-quota") || !strings.Contains(body, `"resets_at"`) {
+	if code != 429 || !strings.Contains(body, `"quota":"egress_bytes_per_day"`) || !strings.Contains(body, "/problems/egress-quota") || !strings.Contains(body, `"resets_at"`) {
 		t.Errorf("a session with a network: %d %s", code, body)
 	}
 	if code, body := w.call(t, "POST", "/v1/sessions", `{"image": "base"}`); code != 201 {

@@ -115,7 +115,7 @@ func TestPolicies(t *testing.T) {
 	for _, route := range []string{"/v1/execute", "/v1/sandbox/execute"} {
 		var p blockedProblem
 		status := post(t, s.URL+route, tn.Key, map[string]any{"language": "python", "code": flagged}, &p)
-		if status != http.StatusUnprocessableEntity || p.Type != "urn:airlock:problem:guard-blocked" || !hasMiner(p.Findings) || p.ExecutionID == "" {
+		if status != http.StatusUnprocessableEntity || p.Type != "/problems/guard-blocked" || !hasMiner(p.Findings) || p.ExecutionID == "" {
 			t.Fatalf("block %s: %d %+v", route, status, p)
 		}
 		e, err := tn.Client.Execution(ctx, p.ExecutionID)

@@ -123,7 +123,7 @@ async function renderEvents(signal, params) {
     getJSON('v1/events', { limit: 50, before: params.get('before') || '' }, signal),
     getJSON('v1/sessions', { state: 'all', limit: 50, before: params.get('sessions_before') || '' }, signal)]);
   const abuse = ev.events.map(e => h('tr', { 'data-event': e.event_id },
-    h('td', {}, when(e.time)),
+    h('td', {}, when(e.occurred_at)),
     h('td', {}, badge(e.detector)),
     h('td', { class: 'wrap' }, e.summary),
     h('td', {}, e.action),

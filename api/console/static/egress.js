@@ -6,10 +6,10 @@
 // egressTable renders egress events (newest first) as a table.
 function egressTable(events, caption) {
   const rows = events.map(e => h('tr', {},
-    h('td', {}, when(e.time)), h('td', {}, e.kind), h('td', {}, badge(e.verdict)),
+    h('td', {}, when(e.occurred_at)), h('td', {}, e.kind), h('td', {}, badge(e.verdict)),
     h('td', { class: 'wrap' }, [e.name, e.port ? ':' + e.port : ''].join('')),
     h('td', { class: 'hide-narrow' }, e.protocol || ''),
-    h('td', { class: 'hide-narrow' }, `${bytes(e.bytes_up)} / ${bytes(e.bytes_down)}`),
+    h('td', { class: 'hide-narrow' }, `${bytes(e.up_bytes)} / ${bytes(e.down_bytes)}`),
     h('td', { class: 'wrap' }, [e.reason, (e.flags || []).join(' ')].filter(Boolean).join('; '))));
   return table([['Time'], ['Kind'], ['Verdict'], ['Destination'], ['Protocol', 'hide-narrow'], ['Up / down', 'hide-narrow'], ['Reason']], rows, caption);
 }

@@ -77,7 +77,7 @@ async function renderExecution(signal, id) {
     h('section', { 'aria-labelledby': 'eegress-h' }, h('h2', { id: 'eegress-h' }, 'Egress'), egress));
   for (const a of e.artifacts || []) {
     const card = h('figure', { class: 'card artifact' });
-    const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.id), null, signal);
+    const get = () => blobOf('v1/artifacts/' + encodeURIComponent(a.artifact_id), null, signal);
     card.append(h('figcaption', {}, h('strong', {}, a.filename), ' ', h('span', { class: 'muted' }, `${a.content_type}, ${bytes(first(a, 'size_bytes', 'size'))}`), ' ',
       h('button', { type: 'button', class: 'link', onclick: async () => download(await get(), a.filename) }, 'Download')));
     if (inlineImage(a.content_type)) {

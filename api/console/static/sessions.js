@@ -80,7 +80,7 @@ function limitsList(s) {
     ['Timeout', first(l, 'timeout_s', 'timeout_sec') + ' s (idle ' + first(l, 'idle_timeout_s', 'idle_timeout_sec') + ' s)'], ['Created', when(s.created_at)],
     ['Expires', when(s.expires_at)], ['Network', s.network.mode + (s.network.allow && s.network.allow.length ? ': ' + s.network.allow.join(', ') : '')],
     ['Usage', `${u.execs} execs, ${u.cell_runs} cells, CPU ${ms(u.cpu_ms)}, memory ${memory(u, 'memory')} (peak ${memory(u, 'peak_memory')})`],
-    ['Bytes moved', `${bytes(u.bytes_uploaded)} up, ${bytes(u.bytes_downloaded)} down`],
+    ['Bytes moved', `${bytes(u.uploaded_bytes)} up, ${bytes(u.downloaded_bytes)} down`],
   ];
   if (s.paused_at) list.push(['Paused', when(s.paused_at)]);
   if (s.end_reason || s.ended_at) {
@@ -159,7 +159,7 @@ function sessionActions(s, signal) {
     const name = h('input', { id: 'snapshot-name', name: 'snapshot-name', placeholder: 'snapshot name (optional)', 'aria-label': 'Snapshot name', autocomplete: 'off' });
     bar.append(h('span', { class: 'inline' }, name, btn('Snapshot', 'Saving…', { id: 'snapshot' }, async () => {
       const snap = await send('POST', path + '/snapshots', name.value.trim() ? { name: name.value.trim() } : {});
-      result.replaceChildren(h('p', {}, 'Snapshot ', h('a', { href: '#/snapshots' }, snap.snapshot_id), ` saved (${bytes(first(snap, 'bytes', 'size_bytes'))}).`));
+      result.replaceChildren(h('p', {}, 'Snapshot ', h('a', { href: '#/snapshots' }, snap.snapshot_id), ` saved (${bytes(first(snap, 'size_bytes', 'bytes'))}).`));
       name.value = '';
     })));
     bar.append(btn('Fork', 'Forking…', { id: 'fork' }, async () => {
@@ -314,7 +314,7 @@ async function showFiles(id, path, box, signal) {
         });
       });
       rows.push(h('tr', {}, h('td', { class: 'wrap' }, name), h('td', {}, f.type), h('td', {}, bytes(first(f, 'size_bytes', 'size'))),
-        h('td', { class: 'hide-narrow' }, when(first(f, 'mtime', 'modified_at'))), h('td', {}, f.type === 'file' || f.type === 'dir' ? del : null)));
+        h('td', { class: 'hide-narrow' }, when(first(f, 'modified_at', 'mtime'))), h('td', {}, f.type === 'file' || f.type === 'dir' ? del : null)));
     }
     box.replaceChildren(h('p', { class: 'muted' }, list.path + (list.truncated ? ' (the list was cut)' : '')),
       rows.length ? table([['Name'], ['Type'], ['Size'], ['Modified', 'hide-narrow'], ['']], rows, 'Files in ' + list.path) : h('p', { class: 'muted' }, 'Empty.'),

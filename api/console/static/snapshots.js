@@ -26,7 +26,7 @@ async function renderSnapshots(signal, params) {
       h('td', {}, h('a', { href: '#/sessions/' + encodeURIComponent(sn.session_id) }, sn.session_id)),
       h('td', { class: 'hide-narrow' }, sn.kind),
       h('td', { class: 'hide-narrow' }, `${sn.image} / ${sn.size}`),
-      h('td', {}, bytes(first(sn, 'bytes', 'size_bytes'))),
+      h('td', {}, bytes(first(sn, 'size_bytes', 'bytes'))),
       h('td', { class: 'hide-narrow' }, when(sn.created_at)),
       h('td', {}, h('span', { class: 'actions' }, restore, del)));
   });

@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,17 +31,17 @@ const defaultNproc = 256
 const agentTasks = 32
 
 // RunIfAsked runs the guest's init when this process is PID 1 started as
-// InitPath with a Config in place, and never returns then: it execs the
+// guestabi.InitPath with a Config in place, and never returns then: it execs the
 // agent, or powers the guest off after logging the failure to the
 // console. Call it first thing in main.
 func RunIfAsked() {
-	if len(os.Args) == 2 && os.Args[0] == InitPath && os.Args[1] == reseederArg && os.Getppid() == 1 {
+	if len(os.Args) == 2 && os.Args[0] == guestabi.InitPath && os.Args[1] == reseederArg && os.Getppid() == 1 {
 		runReseeder() // never returns
 	}
-	if os.Getpid() != 1 || len(os.Args) == 0 || os.Args[0] != InitPath {
+	if os.Getpid() != 1 || len(os.Args) == 0 || os.Args[0] != guestabi.InitPath {
 		return
 	}
-	if _, err := os.Stat(ConfigPath); err != nil {
+	if _, err := os.Stat(guestabi.ConfigPath); err != nil {
 		return
 	}
 	runtime.LockOSThread()
@@ -51,11 +53,11 @@ func RunIfAsked() {
 }
 
 func run() (string, error) {
-	data, err := os.ReadFile(ConfigPath)
+	data, err := os.ReadFile(guestabi.ConfigPath)
 	if err != nil {
 		return "config", err
 	}
-	var cfg Config
+	var cfg guestabi.Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return "config", err
 	}
@@ -79,8 +81,8 @@ func run() (string, error) {
 		return "sysctls", err
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
-	nproc := CmdlineInt(string(cmdline), ParamNproc, defaultNproc) + agentTasks
-	netCfg, err := ParseNet(string(cmdline))
+	nproc := guestabi.CmdlineInt(string(cmdline), guestabi.ParamNproc, defaultNproc) + agentTasks
+	netCfg, err := guestabi.ParseNet(string(cmdline))
 	if err != nil {
 		return "network", err
 	}
@@ -266,7 +268,7 @@ func findDevice(glob, want string) string {
 }
 
 // setupRoot mounts the root disk at /newroot and everything below it.
-func setupRoot(cfg *Config, rootDev, scratchDev string) error {
+func setupRoot(cfg *guestabi.Config, rootDev, scratchDev string) error {
 	const root, scratch = "/newroot", "/scratch"
 	for _, d := range []string{root, scratch} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -109,7 +109,7 @@ class StubTest(StubServerTest):
         method, path, headers, body = Stub.seen[0]
         self.assertEqual(headers["Authorization"], "Bearer key-1")
         self.assertEqual(headers["X-Agent-Id"], "unit")
-        self.assertEqual(json.loads(body), {"language": "bash", "code": "echo hi; exit 3", "timeout_sec": 5})
+        self.assertEqual(json.loads(body), {"language": "bash", "code": "echo hi; exit 3", "timeout_s": 5})
 
     def test_artifacts_saved_by_base_name_and_checked(self):
         Stub.routes[("POST", "/v1/execute")] = reply(200, EXECUTION)

@@ -235,7 +235,7 @@ class Airlock:
         """
         body: Dict[str, Any] = {"language": language, "code": code}
         if timeout_sec:
-            body["timeout_sec"] = timeout_sec
+            body["timeout_s"] = timeout_sec
         if allow_network:
             body["allow_network"] = True
         if image:
@@ -453,7 +453,7 @@ class Session:
         if stdin is not None:
             body["stdin"] = stdin
         if timeout_sec:
-            body["timeout_sec"] = timeout_sec
+            body["timeout_s"] = timeout_sec
         path = f"v1/sessions/{_seg(self.id)}/exec"
         wait = self._c.timeout + (timeout_sec or 3600)
         if on_stdout is None and on_stderr is None:
@@ -550,7 +550,7 @@ class Files:
         length = len(data) if isinstance(data, (bytes, bytearray)) else None
         d = self._c._json("PUT", self._path, query={"path": path}, body=data, length=length,
                           timeout=self._c.timeout + 600)
-        return int(d.get("size", 0))
+        return int(d.get("size_bytes", d.get("size", 0)))
 
     def read(self, path: str, max_bytes: int = MAX_READ) -> bytes:
         """A file's bytes, held in memory: at most ``max_bytes`` (64 MiB by
@@ -647,7 +647,7 @@ class Context:
         ``images`` (every figure as PNG bytes) and ``error`` if it raised."""
         body: Dict[str, Any] = {"code": code}
         if timeout_sec:
-            body["timeout_sec"] = timeout_sec
+            body["timeout_s"] = timeout_sec
         path = f"v1/sessions/{_seg(self.session_id)}/contexts/{_seg(self.id)}/run"
         wait = self._c.timeout + (timeout_sec or 3600)
         if on_stdout is None and on_stderr is None:

@@ -7,7 +7,8 @@ import math
 from email.utils import parsedate_to_datetime
 from typing import Any, Dict, Mapping, Optional, Type
 
-PROBLEM_PREFIX = "urn:airlock:problem:"
+PROBLEM_PREFIX = "/problems/"
+LEGACY_PROBLEM_PREFIX = "urn:airlock:problem:"  # servers before API 1.1.0
 MAX_RETRY_AFTER = 24 * 3600.0
 
 
@@ -160,8 +161,10 @@ def from_problem(status: int, body: bytes, headers: Mapping[str, str]) -> Airloc
         doc = {}
     code = _text(doc.get("code"), 100)
     slug = _text(doc.get("type"), 300)
-    if slug.startswith(PROBLEM_PREFIX):
-        slug = slug[len(PROBLEM_PREFIX):]
+    for prefix in (PROBLEM_PREFIX, LEGACY_PROBLEM_PREFIX):
+        if slug.startswith(prefix):
+            slug = slug[len(prefix):]
+            break
     title = _text(doc.get("title"), 300)
     detail = _text(doc.get("detail"))
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status)

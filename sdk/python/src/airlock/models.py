@@ -37,7 +37,7 @@ class Artifact:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any], client: Any = None) -> "Artifact":
-        return cls(_s(d, "id"), _s(d, "filename"), _i(d, "size_bytes"), _s(d, "content_type"),
+        return cls(_s(d, "artifact_id") or _s(d, "id"), _s(d, "filename"), _i(d, "size_bytes"), _s(d, "content_type"),
                    _s(d, "sha256"), _s(d, "url"), d, client)
 
     def read(self) -> bytes:
@@ -75,7 +75,7 @@ class Execution:
         return cls(
             _s(d, "execution_id"), _s(d, "status"), _s(d, "language"), _i(d, "exit_code"),
             _s(d, "stdout"), _s(d, "stderr"), _b(d, "stdout_truncated"), _b(d, "stderr_truncated"),
-            _i(d, "duration_ms"), _i(d, "peak_memory_mb"), _b(d, "timed_out"), _b(d, "oom_killed"),
+            _i(d, "duration_ms"), (_i(d, "peak_memory_mib") or _i(d, "peak_memory_mb")), _b(d, "timed_out"), _b(d, "oom_killed"),
             [Artifact.from_json(a, client) for a in arts if isinstance(a, dict)],
             _s(d, "session_id"), _s(d, "error"), d)
 
@@ -118,7 +118,7 @@ class FileEntry:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "FileEntry":
-        return cls(_s(d, "name"), _s(d, "type"), _i(d, "size"), _s(d, "mode"), _s(d, "mtime"))
+        return cls(_s(d, "name"), _s(d, "type"), (_i(d, "size_bytes") or _i(d, "size")), _s(d, "mode"), _s(d, "modified_at") or _s(d, "mtime"))
 
 
 @dataclass
@@ -256,7 +256,7 @@ class AbuseEvent:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "AbuseEvent":
         return cls(_s(d, "event_id") or _s(d, "id"), _s(d, "session_id"), _s(d, "execution_id"),
-                   _s(d, "detector"), _s(d, "summary"), _s(d, "action"), _s(d, "at") or _s(d, "time"), d)
+                   _s(d, "detector"), _s(d, "summary"), _s(d, "action"), _s(d, "occurred_at") or _s(d, "at") or _s(d, "time"), d)
 
 
 @dataclass
@@ -276,7 +276,7 @@ class EgressEvent:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "EgressEvent":
         return cls(_i(d, "seq"), _s(d, "kind"), _s(d, "name"), _i(d, "port"), _s(d, "verdict"),
-                   _s(d, "reason"), _i(d, "bytes_up"), _i(d, "bytes_down"), _s(d, "at") or _s(d, "time"), d)
+                   _s(d, "reason"), _i(d, "up_bytes") or _i(d, "bytes_up"), _i(d, "down_bytes") or _i(d, "bytes_down"), _s(d, "occurred_at") or _s(d, "at") or _s(d, "time"), d)
 
 
 @dataclass
