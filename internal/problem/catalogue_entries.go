@@ -162,7 +162,7 @@ var entries = []Entry{
 	{Slug: "tenant-key-required", Status: 403, Title: "Tenant key required", Summary: "An operator key belongs to no tenant: use a tenant's key here, or /v1/admin/..."},
 	{Slug: "tenant-mismatch", Status: 403, Title: "Tenant mismatch", Summary: "The request names tenant … but the API key belongs to another tenant."},
 	{Slug: "tenant-not-found", Status: 404, Title: "Tenant not found", Summary: "Tenant … not found."},
-	{Slug: "tenant-quarantined", Status: 403, Title: "Tenant quarantined", Summary: "Tenant … is quarantined since … (…); an operator lifts it with: airlock tenant unquaran."},
+	{Slug: "tenant-quarantined", Status: 403, Title: "Tenant quarantined", Summary: "Tenant … is quarantined since … (…); an operator lifts it with: airlock admin tenant set … --unquarantine."},
 	{Slug: "timeout-out-of-range", Status: 400, Title: "Timeout out of range", Summary: "Timeout_s is required: seconds from now, at least 1; timeout_s must be between 1 and … (0 or absent means the default)."},
 	{Slug: "too-large", Status: 413, Title: "Too large", Summary: "The request or a part of it is too large."},
 	{Slug: "too-many-contexts", Status: 409, Title: "Too many contexts", Summary: "A session holds at most … contexts; delete one first."},
