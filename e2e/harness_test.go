@@ -21,10 +21,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // The harness of the tests that run airlockd as a child process: a node
@@ -160,6 +162,52 @@ func (n *testNode) keyFile(name string) string {
 		n.t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// openStore opens the SQLite store of a state directory: of a running
+// airlockd (which reads tenants and keys at every request) or of a
+// stopped one. The caller closes it.
+func openStore(t *testing.T, stateDir string) (*sqlite.DB, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, ctx
+}
+
+// newTenantKey makes a tenant and a key for it, minted by mint
+// (airlock.NewAPIKey, or airlock.NewE2BAPIKey for E2B's format), in the
+// store of the state directory, and returns the key.
+func newTenantKey(t *testing.T, stateDir, name string, mint func(tenantID, id string, now time.Time) (string, *airlock.APIKey)) string {
+	t.Helper()
+	db, ctx := openStore(t, stateDir)
+	defer db.Close()
+	tn := &airlock.Tenant{Name: name}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	secret, key := mint(tn.ID, "", time.Now())
+	if err := db.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// withTenant changes the tenant of that name in the store of the state
+// directory with f (airlockd reads the tenant at every request).
+func withTenant(t *testing.T, stateDir, name string, f func(ctx context.Context, db *sqlite.DB, tenantID string) error) {
+	t.Helper()
+	db, ctx := openStore(t, stateDir)
+	defer db.Close()
+	tn, err := db.TenantByName(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(ctx, db, tn.ID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startPostgres starts a throwaway PostgreSQL server with an empty
