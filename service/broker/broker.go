@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -184,48 +185,148 @@ var dropResponse = []string{
 
 // ServeBroker handles one call from a sandbox: /<scope>/<path>.
 func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.BrokerCaller) {
-	k := &call{b: b, w: w, r: r, start: time.Now(), ev: &airlock.EgressEvent{
+	start := time.Now()
+	ev := &airlock.EgressEvent{
 		TenantID:    c.TenantID,
 		SessionID:   c.SessionID,
 		ExecutionID: c.ExecutionID,
 		Time:        b.cfg.Now().UTC(),
 		Kind:        airlock.EgressBroker,
 		Protocol:    r.Method,
-	}}
-	sc, rest, ok := k.authorize(c)
-	if !ok {
+	}
+	finish := func(verdict, reason string) {
+		ev.Verdict, ev.Reason = verdict, reason
+		ev.DurationMS = time.Since(start).Milliseconds()
+		b.cfg.Record(ev)
+	}
+	deny := func(status int, reason, detail string) {
+		writeProblem(w, status, reason, detail)
+		if ev.Detail == "" {
+			ev.Detail = detail
+		} else {
+			ev.Detail += ": " + detail
+		}
+		finish(airlock.VerdictDenied, reason)
+	}
+	scopeName, rest, err := splitCall(r.URL.Path, r.URL.EscapedPath())
+	ev.Name = clip(scopeName)
+	ev.Detail = clip(r.Method + " " + r.URL.EscapedPath())
+	if err != nil {
+		deny(http.StatusForbidden, "bad-path", err.Error())
+		return
+	}
+	sc := b.scopes[scopeName]
+	switch {
+	case sc == nil:
+		deny(http.StatusForbidden, "unknown-scope", fmt.Sprintf("no broker scope %q", scopeName))
+		return
+	case !slices.Contains(c.Scopes, scopeName):
+		deny(http.StatusForbidden, "scope-not-held", fmt.Sprintf("this sandbox does not hold broker scope %q", scopeName))
+		return
+	}
+	// The grant, at every call: a grant taken back stops live sessions'
+	// calls at once, and a sandbox of another tenant never gets through.
+	if err := b.Granted(r.Context(), c.TenantID, scopeName); err != nil {
+		if airlock.ErrorCode(err) == airlock.EFORBIDDEN {
+			deny(http.StatusForbidden, "scope-not-granted", fmt.Sprintf("the tenant was not granted broker scope %q", scopeName))
+		} else {
+			b.cfg.Logger.Error("broker grant check failed", "scope", scopeName, "err", err)
+			deny(http.StatusServiceUnavailable, "grant-unavailable", "the broker could not check the tenant's grant")
+		}
+		return
+	}
+	switch {
+	case !sc.methods[r.Method]:
+		deny(http.StatusForbidden, "method-not-allowed", fmt.Sprintf("scope %s allows %s, not %s", scopeName, strings.Join(sc.Methods, ", "), r.Method))
+		return
+	}
+	if !slices.ContainsFunc(sc.Paths, func(p string) bool { return matchPath(p, rest) }) {
+		deny(http.StatusForbidden, "path-not-allowed", fmt.Sprintf("scope %s does not allow %s", scopeName, rest))
 		return
 	}
 	secret, err := sc.credential()
 	if err != nil {
-		b.cfg.Logger.Error("broker credential unavailable", "scope", sc.Name, "err", err)
-		k.deny(http.StatusBadGateway, "credential-unavailable", "the broker could not read the scope's credential")
+		b.cfg.Logger.Error("broker credential unavailable", "scope", scopeName, "err", err)
+		deny(http.StatusBadGateway, "credential-unavailable", "the broker could not read the scope's credential")
 		return
 	}
+	target := *sc.base
+	target.Path = sc.base.Path + rest
+	target.RawPath = ""
+	target.RawQuery = r.URL.RawQuery
+	ev.Host = sc.base.Host
+	ev.Port = portOf(sc.base)
+
+	body := http.MaxBytesReader(nil, r.Body, b.cfg.MaxRequestBytes)
+	cr := &countReader{r: body}
 	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.Timeout)
 	defer cancel()
-	up, sent, err := k.outbound(ctx, sc, rest, secret)
+	var reqBody io.Reader = cr
+	if r.ContentLength == 0 && r.Body == http.NoBody {
+		reqBody = nil
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, target.String(), reqBody)
 	if err != nil {
-		k.deny(http.StatusBadRequest, "bad-request", "the request could not be made")
+		deny(http.StatusBadRequest, "bad-request", "the request could not be made")
 		return
 	}
-	resp, err := b.client[sc.Name].Do(up)
-	k.ev.BytesUp = sent.n
+	for k, vs := range r.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if slices.Contains(dropRequest, ck) || ck == sc.Header {
+			continue
+		}
+		up.Header[ck] = vs
+	}
+	if r.ContentLength > 0 {
+		up.ContentLength = r.ContentLength
+	}
+	up.Header.Set(sc.Header, strings.ReplaceAll(sc.Format, "{credential}", secret))
+	resp, err := b.client[scopeName].Do(up)
+	ev.BytesUp = cr.n
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			k.deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", b.cfg.MaxRequestBytes))
+			deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", b.cfg.MaxRequestBytes))
 			return
 		}
 		rd := newRedactor(secret)
-		b.cfg.Logger.Warn("broker upstream call failed", "scope", sc.Name, "err", rd.redact(err.Error()))
+		b.cfg.Logger.Warn("broker upstream call failed", "scope", scopeName, "err", rd.redact(err.Error()))
 		writeProblem(w, http.StatusBadGateway, "upstream-failed", "the upstream did not answer")
-		k.ev.Detail += ": " + rd.redact(err.Error())
-		k.finish(airlock.VerdictFailed, "upstream-failed")
+		ev.Detail += ": " + rd.redact(err.Error())
+		finish(airlock.VerdictFailed, "upstream-failed")
 		return
 	}
 	defer resp.Body.Close()
-	k.answer(sc, resp, newRedactor(secret))
+	rd := newRedactor(secret)
+	// A body the transport did not decode (it asks for gzip and decodes
+	// that itself) cannot be searched for the credential.
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		writeProblem(w, http.StatusBadGateway, "upstream-encoded", "the upstream's answer is encoded ("+clip(ce)+"); the broker returns only answers it can check for the credential")
+		ev.Detail += fmt.Sprintf(" -> %d: Content-Encoding %s refused", resp.StatusCode, clip(ce))
+		finish(airlock.VerdictFailed, "upstream-encoded")
+		return
+	}
+	h := w.Header()
+	for k, vs := range resp.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if slices.Contains(dropResponse, ck) || slices.ContainsFunc(sc.StripResponseHeaders, func(s string) bool { return strings.EqualFold(s, ck) }) {
+			continue
+		}
+		// A header that carries the credential, in its name or a value
+		// and in any form the redactor knows, is dropped whole.
+		if rd.contains(k) || slices.ContainsFunc(vs, rd.contains) {
+			continue
+		}
+		h[ck] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	n, err := rd.copy(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), b.cfg.MaxResponseBytes)
+	ev.BytesDown = n
+	ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
+	if err != nil {
+		ev.Detail += ": " + err.Error()
+	}
+	finish(airlock.VerdictAllowed, "")
 }
 
 func portOf(u interface{ Port() string }) int {
