@@ -10,13 +10,13 @@
 //
 // A Backend turns an Image and Limits into a running sandbox. The
 // contract, method by method: Create makes a sandbox from an image and
-// starts it (Snapshotter.Restore, where Capabilities say Snapshot, makes
+// starts it (Snapshotter.Restore, where the backend implements it, makes
 // one from a snapshot); Sandbox.Agent runs programs with streamed output,
 // stdin and signals, and moves files, over the agent protocol;
 // WorkspaceDir is the host's view of /workspace; Stats, Stop, Done and
 // Destroy; Reconcile recovers after a restart by ending whatever an
 // earlier server left that no Sandbox value of this one holds. A backend
-// whose Capabilities report Reattach (gVisor) runs sandboxes that outlive
+// that implements Reattacher (gVisor) runs sandboxes that outlive
 // the server: Reattacher.Reattach takes one back by ID after a restart,
 // Detacher.Detach lets go of one at a clean stop. Whatever the code
 // inside does, a backend guarantees:

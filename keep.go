@@ -145,8 +145,7 @@ type KeepService interface {
 	ForkSession(ctx context.Context, tenant *Tenant, id string, req ForkRequest) (*ForkResult, error)
 }
 
-// Pauser is implemented by backends whose Capabilities report Pause: a
-// running sandbox is saved to a directory on this node (its memory and
+// Pauser is implemented by backends that can pause: a running sandbox is saved to a directory on this node (its memory and
 // its disk) and ended, and restored from it later, as often as asked.
 type Pauser interface {
 	// Pause saves sb into dir (which must not exist) and ends sb.

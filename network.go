@@ -3,7 +3,7 @@ package airlock
 import (
 	"context"
 	"errors"
-	"net/http"
+	"io"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -367,15 +367,45 @@ type BrokerCaller struct {
 	Scopes      []string
 }
 
+// BrokerCall is one call sandbox code sent to BrokerHost, free of any
+// transport: the egress proxy reads it off the sandbox's connection and
+// the broker answers it through a BrokerReply.
+type BrokerCall struct {
+	// Caller is the sandbox the call came from, as the node knows it.
+	Caller BrokerCaller
+	Method string
+	// Path is the decoded path (/<scope>/<path>); EscapedPath the path
+	// as sent. RawQuery is the query without its "?".
+	Path        string
+	EscapedPath string
+	RawQuery    string
+	// Header holds the request's header fields (canonical names).
+	Header map[string][]string
+	// Body streams the request's body, nil when it has none;
+	// ContentLength is its length, -1 when not known.
+	Body          io.Reader
+	ContentLength int64
+}
+
+// BrokerReply takes the broker's answer as it streams: Start once with
+// the status and the header fields, then the body by Write. Each Write is
+// passed on to the sandbox at once.
+type BrokerReply interface {
+	Start(status int, header map[string][]string)
+	io.Writer
+}
+
 // Broker serves the credential broker's in-sandbox address. The broker
-// package implements it; the egress proxy hands it the HTTP requests
-// sandbox code sends to BrokerHost.
+// package implements it; the egress proxy hands it the calls sandbox
+// code sends to BrokerHost.
 type Broker interface {
 	HasScope(name string) bool
 	// Granted checks that the tenant was granted the scope (see
-	// Egress.BrokerGranted); ServeBroker checks it again at every call.
+	// Egress.BrokerGranted); Call checks it again at every call.
 	Granted(ctx context.Context, tenantID, scope string) error
-	ServeBroker(w http.ResponseWriter, r *http.Request, c BrokerCaller)
+	// Call makes the call and writes its answer (the upstream's, or a
+	// problem document of the broker's) to reply.
+	Call(ctx context.Context, call *BrokerCall, reply BrokerReply)
 }
 
 // NetworkedSandbox is a sandbox with a network attachment (WithNetwork).

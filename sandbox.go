@@ -42,24 +42,50 @@ type SandboxSpec struct {
 	Network *SandboxNetwork
 }
 
-// Capabilities describes what a backend can do; the manager consults it
-// instead of switching on backend names. Isolation() derives the
-// backend's isolation level from it.
+// Capabilities describes facts about a backend that no interface
+// expresses; the manager consults them instead of switching on backend
+// names. Isolation() derives the backend's isolation level from them.
+// What a backend can do beyond Backend is said by the optional
+// interfaces it implements (Snapshotter, Pauser, Reattacher, ...), and
+// only by them: see FeaturesOf.
 type Capabilities struct {
-	Snapshot          bool
-	Pause             bool
 	HardwareIsolation bool
 	NetworkModes      []string
 	RequiresRoot      bool
 	SeparateKernel    bool // the sandbox does not share the host kernel's syscall surface
-	// Reattach: sandboxes outlive the server process, and a new server
-	// finds them by ID and talks to their agents again (the backend
-	// implements Reattacher, its sandboxes Detacher).
-	Reattach bool
 	// Accelerator is how a microVM backend's guests run: "kvm" on
 	// hardware virtualisation, "tcg" emulated by QEMU (slow, the same
 	// isolation); empty for other backends.
 	Accelerator string
+}
+
+// Features are the optional abilities of a backend, read from the
+// interfaces it implements: they are never declared apart from them.
+type Features struct {
+	Snapshot     bool // Snapshotter: checkpoint a sandbox, restore new ones from it
+	Pause        bool // Pauser: save a sandbox on this node and resume it later
+	PauseCopy    bool // a Pauser and PauseCopier: resume several sandboxes from one pause (fork)
+	PauseArchive bool // a Pauser and PauseArchiver: a pause as one stream (memory snapshots)
+	// Reattach: sandboxes outlive the server process, and a new server
+	// finds them by ID and talks to their agents again (the backend
+	// implements Reattacher, its sandboxes Detacher).
+	Reattach bool
+}
+
+// FeaturesOf says which optional interfaces b implements.
+func FeaturesOf(b Backend) Features {
+	_, snap := b.(Snapshotter)
+	_, pause := b.(Pauser)
+	_, pcopy := b.(PauseCopier)
+	_, parch := b.(PauseArchiver)
+	_, reattach := b.(Reattacher)
+	return Features{
+		Snapshot:     snap,
+		Pause:        pause,
+		PauseCopy:    pause && pcopy,
+		PauseArchive: pause && parch,
+		Reattach:     reattach,
+	}
 }
 
 // Backend creates sandboxes: gvisor (a separate kernel in user space)
@@ -103,8 +129,8 @@ type Sandbox interface {
 	Destroy(ctx context.Context) error
 }
 
-// Reattacher is implemented by backends whose Capabilities report
-// Reattach. The sandboxes of such a backend do not depend on the server
+// Reattacher is implemented by backends whose sandboxes outlive the
+// server. The sandboxes of such a backend do not depend on the server
 // process: their agents keep running when it dies and wait for a host to
 // connect again.
 type Reattacher interface {
@@ -157,8 +183,7 @@ type Stats struct {
 	MemoryLimitHits int64
 }
 
-// Snapshotter is implemented by backends whose Capabilities report
-// Snapshot: a running sandbox can be saved and new sandboxes restored from
+// Snapshotter is implemented by backends that can snapshot: a running sandbox can be saved and new sandboxes restored from
 // the save. Each restored sandbox is a new sandbox (fresh workspace, its
 // own host resources) that continues the saved processes.
 type Snapshotter interface {

@@ -370,8 +370,8 @@ func container(cs []corev1.Container, name string) *corev1.Container {
 	return nil
 }
 
-// airlockdHelp builds airlockd and returns what airlockd -h prints.
-func airlockdHelp(t *testing.T) string {
+// buildAirlockd builds airlockd into a temporary directory.
+func buildAirlockd(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "airlockd")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/airlockd")
@@ -379,6 +379,13 @@ func airlockdHelp(t *testing.T) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build airlockd: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// airlockdHelp builds airlockd and returns what airlockd -h prints.
+func airlockdHelp(t *testing.T) string {
+	t.Helper()
+	bin := buildAirlockd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "-h").CombinedOutput()

@@ -7,4 +7,9 @@
 // and the images scripts/setup.sh builds, and skip with a reason without
 // them. They must not touch other packages' state: each test makes its own
 // temporary state directory and cgroup parent and talks only to loopback.
+//
+// The documentation is checked here too: TestQuickstart runs the README's
+// quickstart blocks and the files in examples/ against a real airlockd,
+// and TestDocsLinks (which needs nothing of the machine) checks every
+// relative link of README.md, BENCHMARKS.md and docs/.
 package e2e

@@ -71,7 +71,7 @@ type testNode struct {
 // quiet are the flags of a node that readies nothing ahead: no pool, no
 // warm pairs, no base snapshots, so the sandboxes on the host are the
 // test's alone.
-var quiet = []string{"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"}
+var quiet = []string{"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--base-snapshots=false"}
 
 // newTestNode makes a node ready to start, or skips when the machine
 // lacks root, runsc or the images.
@@ -304,7 +304,8 @@ type daemon struct {
 	log bytes.Buffer
 }
 
-var servingAddr = regexp.MustCompile(`msg="airlockd serving" addr=(127\.0\.0\.1:\d+)`)
+// servingAddr finds the API's address in airlockd's log, text or JSON.
+var servingAddr = regexp.MustCompile(`(?:msg="airlockd serving" addr=|"msg":"airlockd serving","addr":")(127\.0\.0\.1:\d+)`)
 
 // startDaemon starts airlockd and waits until /readyz answers 200.
 func startDaemon(t *testing.T, bin string, args []string) *daemon {

@@ -50,7 +50,7 @@ func TestAirlockdObjectStoreAndTracing(t *testing.T) {
 	}
 	args := n.args("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
 		"--blobs", srv.BucketURL("prefix=node-a/"), "--signing-key-file", keyFile,
-		"--otlp-endpoint", otlp.srv.URL, "--node-name", "node-a")
+		"--otlp-endpoint", otlp.srv.URL, "--node-id", "node-a")
 	d := n.track(startDaemonEnv(t, bin, args, srv.Env()))
 	if strings.Contains(d.logs(), srv.SecretKey) {
 		t.Errorf("airlockd logged the object store's secret key")

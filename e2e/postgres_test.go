@@ -67,8 +67,28 @@ func TestAirlockdOnPostgres(t *testing.T) {
 		t.Fatalf("the run in PostgreSQL: stdout %q status %q artifacts %d, %v", stdout, status, artifacts, err)
 	}
 
-	// PostgreSQL gone: a clear 503 with Retry-After, and the node lives.
+	// A node on PostgreSQL may be one of many: it makes no master key of
+	// its own (the nodes must share one).
+	if _, err := os.Stat(filepath.Join(tmp1, "master.key")); !os.IsNotExist(err) {
+		t.Errorf("a node on PostgreSQL made a master key: %v", err)
+	}
+	readyz := func() (int, map[string]any) {
+		resp := send(t, http.MethodGet, d1.url+"/readyz", "", nil)
+		var doc map[string]any
+		json.Unmarshal(resp.body, &doc)
+		return resp.status, doc
+	}
+	if code, doc := readyz(); code != http.StatusOK || doc["store"] != "ok" || doc["blobs"] != "ok" {
+		t.Errorf("/readyz with PostgreSQL up: %d %v", code, doc)
+	}
+
+	// PostgreSQL gone: a clear 503 with Retry-After, and the node lives;
+	// /readyz says the store is what is missing.
 	srv.Kill()
+	if code, doc := readyz(); code != http.StatusServiceUnavailable || doc["store"] == "ok" || doc["store"] == nil ||
+		doc["runsc"] != "ok" || doc["images"] != "ok" || doc["blobs"] != "ok" {
+		t.Errorf("/readyz with PostgreSQL gone: %d %v; want 503 with store not ok, the rest ok", code, doc)
+	}
 	for _, req := range []struct{ method, path, body string }{
 		{http.MethodGet, "/v1/executions/" + e.ID, ""},
 		{http.MethodPost, "/v1/execute", `{"language":"bash","code":"echo never"}`},
@@ -95,6 +115,9 @@ func TestAirlockdOnPostgres(t *testing.T) {
 	})
 	if got.Stdout != "on-postgres\n" || got.Status != airlock.StatusCompleted {
 		t.Errorf("after PostgreSQL came back: %+v", got)
+	}
+	if code, doc := readyz(); code != http.StatusOK || doc["store"] != "ok" {
+		t.Errorf("/readyz after PostgreSQL came back: %d %v", code, doc)
 	}
 	d1.stop(t)
 

@@ -65,12 +65,11 @@ func microvmBackend(o Config, logger *slog.Logger) (*microvm.Backend, error) {
 		return nil, fmt.Errorf("--microvm: %w", err)
 	}
 	b, err := microvm.New(microvm.Config{
-		StateDir:      filepath.Join(o.StateDir, "microvm"),
-		ImageStateDir: o.StateDir,
-		KernelDir:     kdir,
-		Driver:        drv,
-		CgroupParent:  o.CgroupParent + "-microvm",
-		Logger:        logger,
+		StateDir:     filepath.Join(o.StateDir, "microvm"),
+		BuildGuest:   image.GuestBuilder(image.GuestConfig{StateDir: o.StateDir, KernelDir: kdir}),
+		Driver:       drv,
+		CgroupParent: o.CgroupParent + "-microvm",
+		Logger:       logger,
 	})
 	if err != nil {
 		return nil, err

@@ -46,7 +46,6 @@ func bootstrapTenant(ctx context.Context, store airlock.Store, stateDir string, 
 		return err
 	}
 	logger.Info("created tenant default; its API key is in the key file", "key_file", path)
-	fmt.Fprintf(os.Stderr, "airlockd: created tenant \"default\"; API key written to %s\n", path)
 	return nil
 }
 
@@ -74,7 +73,6 @@ func bootstrapAdmin(ctx context.Context, store airlock.Store, stateDir string, l
 		return err
 	}
 	logger.Info("created an operator key; it is in the key file", "key_file", path)
-	fmt.Fprintf(os.Stderr, "airlockd: created an operator (admin) key; written to %s\n", path)
 	return nil
 }
 

@@ -139,7 +139,7 @@ func Defaults() Config {
 			DNSWin:      30 * time.Second,
 			DNSFlagged:  10,
 		},
-		Keep:  KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour},
+		Keep:  KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour, Generate: true},
 		Store: StoreConfig{URL: "sqlite"},
 		Fleet: FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
 	}

@@ -264,7 +264,7 @@ func (n *Node) joinFleet(ctx context.Context) error {
 	if err != nil || fl == nil {
 		return err
 	}
-	n.Fleet = fl
+	n.Fleet, n.etcd = fl, cli
 	n.onClose(func() { cli.Close() })
 	// After the sessions stopped (registered later, so run earlier).
 	n.onClose(n.closeWithin(10*time.Second, "leaving the fleet", func(ctx context.Context) error {

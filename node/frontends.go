@@ -12,8 +12,10 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/console"
+	"github.com/airlockhq/airlock/api/e2b"
 	"github.com/airlockhq/airlock/api/mcp"
 	"github.com/airlockhq/airlock/api/rest"
+	"github.com/airlockhq/airlock/internal/httpmetrics"
 	"github.com/airlockhq/airlock/internal/tracing"
 	"github.com/airlockhq/airlock/service/watch"
 )
@@ -47,7 +49,7 @@ func (n *Node) listen(ctx context.Context) error {
 		Events:       n.Store,
 		Blobs:        n.Blobs,
 		Executor:     n.OneShot,
-		Ready:        readiness(n.Images),
+		ReadyChecks:  n.readyChecks(),
 		MicroVM:      microvmAccel(n.Backends),
 		Metrics:      promhttp.HandlerFor(n.Registry, promhttp.HandlerOpts{}),
 		MetricsKey:   c.API.MetricsKey,
@@ -60,7 +62,6 @@ func (n *Node) listen(ctx context.Context) error {
 		QuotaNames:   quotaNames(),
 		Keep:         n.Sessions,
 		SigningKey:   signingKey,
-		MaxTimeout:   c.MaxTimeout,
 		Logger:       n.logger,
 	}
 	if n.parts.rest != nil {
@@ -94,8 +95,13 @@ func (n *Node) listen(ctx context.Context) error {
 		// a session's requests go to its node.
 		n.Handler = n.Fleet.Handler(n.Handler)
 	}
+	metrics, err := httpmetrics.New(n.Registry, n.routeOf)
+	if err != nil {
+		return err
+	}
 	n.srv = &http.Server{
-		Handler:           tracing.Middleware(n.Handler), // the receive span of every request
+		// The receive span of every request, and its count and time.
+		Handler:           tracing.Middleware(metrics.Wrap(n.Handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      c.MaxTimeout + 2*time.Minute,
@@ -144,19 +150,20 @@ func frontDoor(api, mcpAPI http.Handler, store airlock.Store, logger *slog.Logge
 	return mux, nil
 }
 
-// readiness reports ready when runsc and the default images are present.
-func readiness(images airlock.ImageResolver) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if _, err := execLookPath("runsc"); err != nil {
-			return airlock.Errorf(airlock.EUNAVAILABLE, "runsc is not installed")
-		}
-		for _, name := range []string{"base", "python-ds"} {
-			if _, err := images.Resolve(ctx, name); err != nil {
-				return airlock.Errorf(airlock.EUNAVAILABLE, "image %s is not built", name)
-			}
-		}
-		return nil
+// routeOf names the route of a request for the request metrics: the
+// REST API's path pattern, /mcp, the console, or e2b for every request
+// of the E2B API; never a raw path.
+func (n *Node) routeOf(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case n.E2B != nil && n.cfg.E2B.Enabled && (r.Header.Get("E2b-Sandbox-Id") != "" || e2b.IsE2BPath(p)):
+		return "e2b"
+	case p == "/mcp":
+		return "/mcp"
+	case strings.HasPrefix(p, console.Prefix) || p == strings.TrimSuffix(console.Prefix, "/"):
+		return console.Prefix
 	}
+	return n.api.Route(r)
 }
 
 // sessionService is the session service the REST API serves: the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,28 +15,32 @@ import (
 
 // KeepConfig configures snapshots, pause and fork, and the master key
 // that seals snapshots. Without a master key (in MasterKeyFile or the
-// environment's AIRLOCK_MASTER_KEY) they are off.
+// environment's AIRLOCK_MASTER_KEY, or made by Generate) they are off.
 type KeepConfig struct {
 	MasterKeyFile string
+	// Generate, on a single node (a SQLite store, no fleet) given no
+	// master key, uses <state-dir>/master.key, making it at the first
+	// start: the embedded defaults then seal snapshots too. A fleet's
+	// nodes must share one key, so they are always given theirs.
+	Generate bool
 	// OldMasterKeyFiles hold earlier master keys that still unwrap data
 	// keys not yet rotated.
 	OldMasterKeyFiles []string
 	SnapshotQuotaMiB  int64
 	MaxPausedAge      time.Duration
 	// MasterKey, when set, is the master key itself (MasterKeyFile and
-	// the environment are not read).
+	// the environment are not read; OldMasterKeyFiles are).
 	MasterKey *seal.MasterKey
 }
 
 // masterKeys reads the current master key (file or environment) and any
 // older ones; nil when none is configured.
 func (o KeepConfig) masterKeys() (*seal.MasterKey, []*seal.MasterKey, error) {
-	if o.MasterKey != nil {
-		return o.MasterKey, nil, nil
-	}
 	var cur *seal.MasterKey
 	var err error
 	switch env := os.Getenv("AIRLOCK_MASTER_KEY"); {
+	case o.MasterKey != nil:
+		cur = o.MasterKey
 	case o.MasterKeyFile != "" && env != "":
 		return nil, nil, fmt.Errorf("give the master key in a file or in AIRLOCK_MASTER_KEY, not both")
 	case o.MasterKeyFile != "":
@@ -69,10 +74,15 @@ type keepStore interface {
 
 // config is the session manager's keep config; empty (off) without a
 // master key.
-func (o KeepConfig) config(stateDir string, store keepStore, blobs airlock.Blobs, logger *slog.Logger) (session.KeepConfig, error) {
+func (o KeepConfig) config(ctx context.Context, stateDir string, single bool, store keepStore, blobs airlock.Blobs, logger *slog.Logger) (session.KeepConfig, error) {
 	cur, old, err := o.masterKeys()
 	if err != nil {
 		return session.KeepConfig{}, err
+	}
+	if cur == nil && o.Generate && single {
+		if cur, err = localMasterKey(ctx, stateDir, store, logger); err != nil {
+			return session.KeepConfig{}, err
+		}
 	}
 	if cur == nil {
 		logger.Info("no master key (--master-key-file or AIRLOCK_MASTER_KEY): snapshots, pause and fork are off")
@@ -92,4 +102,42 @@ func (o KeepConfig) config(stateDir string, store keepStore, blobs airlock.Blobs
 		SnapshotQuotaBytes: o.SnapshotQuotaMiB << 20,
 		MaxPausedAge:       o.MaxPausedAge,
 	}, nil
+}
+
+// MasterKeyFile is the name of the master key a single node makes in its
+// state directory (KeepConfig.Generate).
+const MasterKeyFile = "master.key"
+
+// localMasterKey is the single node's own master key,
+// <stateDir>/master.key, made (mode 0600) if there is none yet. It is
+// not made when the store holds data keys wrapped under some other
+// master key: those belong to a key the operator gave an earlier run and
+// must give again; a new key would not open them. nil then, and
+// snapshots stay off.
+func localMasterKey(ctx context.Context, stateDir string, store seal.KeyStore, logger *slog.Logger) (*seal.MasterKey, error) {
+	path := filepath.Join(stateDir, MasterKeyFile)
+	if fileExists(path) {
+		k, err := seal.LoadMasterKey(path)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("using this node's own master key; keep a copy of it apart from the node", "master_key_file", path)
+		return k, nil
+	}
+	keys, err := store.TenantKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		logger.Warn("no master key given, and the store holds snapshot keys wrapped under one: give that key (--master-key-file); snapshots, pause and fork are off until then",
+			"master_key_id", keys[0].MasterKeyID)
+		return nil, nil
+	}
+	k, text := seal.GenerateMasterKey()
+	if err := writeSecret(path, []byte(text+"\n")); err != nil {
+		return nil, fmt.Errorf("writing a master key: %w", err)
+	}
+	logger.Warn("made a master key for snapshots, pause and fork: back it up apart from the node (without it, no sealed snapshot can be opened), or give airlockd your own with --master-key-file",
+		"master_key_file", path, "master_key_id", k.ID())
+	return k, nil
 }

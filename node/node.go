@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/e2b"
@@ -67,6 +68,9 @@ type Node struct {
 	// the services see them: the node's proxy, or what WithEgress gave.
 	egress    airlock.Egress
 	egressLog airlock.EgressStore
+	// etcd is the fleet's etcd client, nil without a fleet; /readyz asks
+	// it for the status of a member.
+	etcd *clientv3.Client
 
 	// closers run last first in Close: the reverse of the making.
 	closers   []func()

@@ -54,7 +54,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err := n.startProvisioner(secrets); err != nil {
 		return err
 	}
-	keep, err := c.Keep.config(c.StateDir, n.Store, n.Blobs, n.logger)
+	keep, err := c.Keep.config(ctx, c.StateDir, !c.Fleet.enabled() && !c.Store.postgres(), n.Store, n.Blobs, n.logger)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ echo "    pool hits $(metric 'airlock_pool_hits_total{image="python-ds",language
 stop
 
 title "after: cold (no snapshots, no pool: every session boots)"
-start --warm "" --warm-sessions "" --no-snapshots --pool-max 0
+start --warm "" --warm-sessions "" --base-snapshots=false --pool-max 0
 bench --concurrency 1 --requests "$N" --duration 30m --warmup 2
 stop
 

@@ -13,7 +13,7 @@
 #                    where the units look: /usr/local/bin/airlockd)
 #   --state-dir DIR  where the images are built (default /var/lib/airlock)
 #   --no-images      do not build the images (airlockd is not ready until
-#                    `DIR/bin/airlock image build all` has run)
+#                    `DIR/bin/airlock node image build all` has run)
 #   --no-apt         install no Debian packages; fail if one is missing
 #
 # Then: DIR/bin/airlockd --state-dir STATE (or install the unit:
@@ -79,6 +79,6 @@ if [ "$images" = 1 ]; then
 	echo "==> images (base, python-ds) in $STATE_DIR/images (debootstrap from Debian's packages: several minutes the first time)"
 	mkdir -p "$STATE_DIR"
 	chmod 0700 "$STATE_DIR"
-	"$PREFIX/bin/airlock" image build --state-dir "$STATE_DIR" --agent "$PREFIX/bin/airlock-agent" all
+	"$PREFIX/bin/airlock" node image build --state-dir "$STATE_DIR" --agent "$PREFIX/bin/airlock-agent" all
 fi
 echo "==> installed; start with: $PREFIX/bin/airlockd --state-dir $STATE_DIR"

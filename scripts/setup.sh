@@ -42,8 +42,16 @@ GO_MIN="1.26"
 usage() { sed -n '8,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 microvm=0
 tests=0
-[ "${AIRLOCK_MICROVM:-}" = 1 ] && microvm=1
-[ "${AIRLOCK_SETUP_TESTS:-}" = 1 ] && tests=1
+# The same booleans as airlockd's: 1/true/yes/on (any case) or 0/false/no/off.
+is_true() {
+	case "$(printf %s "$2" | tr '[:upper:]' '[:lower:]')" in
+	1 | t | true | y | yes | on) return 0 ;;
+	"" | 0 | f | false | n | no | off) return 1 ;;
+	*) echo "setup.sh: $1=$2: want true or false" >&2; exit 2 ;;
+	esac
+}
+is_true AIRLOCK_MICROVM "${AIRLOCK_MICROVM:-}" && microvm=1
+is_true AIRLOCK_SETUP_TESTS "${AIRLOCK_SETUP_TESTS:-}" && tests=1
 for arg in "$@"; do
 	case "$arg" in
 	--microvm) microvm=1 ;;
@@ -131,8 +139,8 @@ fi
 step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $RUNSC_BIN"
 # gVisor's own build precompiles the seccomp-bpf programs runsc installs
 # in every sandbox and gofer; `go install` of its Go branch leaves that
-# out, and runsc then compiles them at every sandbox start (about a sixth
-# of a start's CPU, see BENCHMARKS.md). We build from a copy of the
+# out, and runsc then compiles them at every sandbox start (13% of the
+# CPU samples of a restore cycle's runsc, see BENCHMARKS.md). We build from a copy of the
 # module with the programs generated into it (scripts/runsc-seccomp).
 # Only ./runsc is built, with -trimpath (the generator and the build
 # share the compiled packages) and without symbols and DWARF (-s -w: a
@@ -226,8 +234,8 @@ chmod 0700 "$STATE_DIR"
 guest=()
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
 [ "$microvm" = 1 ] && guest=(--guest)
-bin/airlock image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
-bin/airlock image ls --state-dir "$STATE_DIR"
+bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
+bin/airlock node image ls --state-dir "$STATE_DIR"
 
 if [ "$tests" = 1 ]; then
 	step "PostgreSQL server binaries (the PostgreSQL store's tests; tests only)"

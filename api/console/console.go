@@ -14,9 +14,13 @@ var static embed.FS
 const Prefix = "/console/"
 
 // csp allows the page's own scripts, styles and API calls, and images
-// from the API (fetched with the key, shown as blob: URLs).
+// from the API (fetched with the key, shown as blob: URLs) or from a
+// cell's output (data: URLs). No inline script, no eval, and (Trusted
+// Types with no policy) no string may become HTML or script through a DOM
+// sink such as innerHTML: the page builds its DOM from text nodes only.
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; " +
-	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; " +
+	"require-trusted-types-for 'script'; trusted-types 'none'"
 
 // Handler serves the console under Prefix; Prefix without its slash
 // redirects to it (relatively). Only GET and HEAD are served.

@@ -1,17 +1,24 @@
 // Package console is Airlock's web console: a page served at /console/
-// that shows a tenant what ran (executions with their phases and
-// artifacts, images inline), its sessions (state, limits, usage, the live
-// output of what runs in them, files) and the egress log of sessions and
-// of networked one-shot runs. It is plain
-// HTML, CSS and JavaScript embedded in the binary: no build step.
+// where a tenant sees what ran and acts on it. Executions (phases, output,
+// artifacts with images inline); sessions (create with the options of
+// POST /v1/sessions, pause, resume, snapshot, fork, end; a session's page
+// runs code in cells, uploads, downloads and deletes files, and streams
+// the live output of whatever runs in it); snapshots (restore into a new
+// session, delete); the tenant's API keys (create, with the secret shown
+// once, and revoke); its usage of each quota; its abuse and session
+// events; and the egress log of sessions and networked one-shot runs. It
+// is plain HTML, CSS and JavaScript embedded in the binary: no build step.
 //
 // It owns the page's assets and the headers they are served with (a
 // strict Content-Security-Policy: scripts and styles of this origin only,
-// no inline script, images only from this origin, blobs and data URLs;
+// no inline script or eval, Trusted Types with no policy so no string
+// becomes HTML, images only from this origin, blobs and data URLs;
 // nothing may frame it). The page signs in with a tenant's API key, kept
-// in the tab's session storage, and speaks only the REST API with it, so
-// it sees exactly what that key may see.
+// in the tab's session storage (never in a URL or local storage), and
+// speaks only the public REST API with it, so it sees and does exactly
+// what that key may.
 //
-// It must not serve data of its own: everything the page shows comes
-// from the REST API, under the key's authentication.
+// It must not serve data of its own or add routes: everything the page
+// shows or changes goes through the REST API, under the key's
+// authentication.
 package console

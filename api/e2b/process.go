@@ -77,9 +77,6 @@ func (ps processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		TimeoutSec: s.processTimeout(req.Header()),
 		KeepStdin:  req.Msg.GetStdin(),
 	}
-	if err := exec.Validate(s.cfg.MaxProcessTimeout); err != nil {
-		return s.connectError(ctx, "Start", err)
-	}
 	p := newProc(s.procs, ref.id, req.Msg.GetTag(), cfg)
 	sub := p.subscribe()
 	go s.runProcess(ref, exec, p)

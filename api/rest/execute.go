@@ -48,7 +48,8 @@ func (s *Server) sandboxExecute(w http.ResponseWriter, r *http.Request) {
 }
 
 // runExecute decodes the body into body, turns it into the request with
-// toRequest, validates and runs it, and answers with the execution.
+// toRequest, runs it (the executor validates it) and answers with the
+// execution.
 func (s *Server) runExecute(w http.ResponseWriter, r *http.Request, body any, toRequest func() airlock.ExecuteRequest) {
 	tenant := TenantFrom(r.Context())
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
@@ -64,12 +65,7 @@ func (s *Server) runExecute(w http.ResponseWriter, r *http.Request, body any, to
 		s.error(w, r, err)
 		return
 	}
-	req := toRequest()
-	if err := req.Validate(s.cfg.MaxTimeout); err != nil {
-		s.error(w, r, err)
-		return
-	}
-	e, err := s.cfg.Executor.Execute(r.Context(), tenant, agentID, req)
+	e, err := s.cfg.Executor.Execute(r.Context(), tenant, agentID, toRequest())
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -1,7 +1,10 @@
 package rest_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -65,5 +68,43 @@ func TestReadyzMicroVM(t *testing.T) {
 				t.Errorf("healthz: %v", h)
 			}
 		})
+	}
+}
+
+// /readyz has one member per dependency, "ok" or its reason; one failing
+// dependency makes it a 503 not-ready problem carrying the same members,
+// and a reason that is not a typed one stays in the log.
+func TestReadyzChecks(t *testing.T) {
+	var storeErr, blobsErr error
+	e := newEnv(t, func(c *rest.Config) {
+		c.ReadyChecks = []rest.ReadyCheck{
+			{Name: "store", Check: func(context.Context) error { return storeErr }},
+			{Name: "runsc", Check: func(context.Context) error { return nil }},
+			{Name: "blobs", Check: func(context.Context) error { return blobsErr }},
+		}
+	})
+	var h map[string]any
+	decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
+	if h["status"] != "ok" || h["store"] != "ok" || h["runsc"] != "ok" || h["blobs"] != "ok" {
+		t.Errorf("all ready: %v", h)
+	}
+	storeErr = airlock.Errorf(airlock.EUNAVAILABLE, "unreachable")
+	blobsErr = fmt.Errorf("dial tcp 10.1.2.3:9000: secret-detail")
+	resp := e.do(req{method: "GET", path: "/readyz"})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("store down: %d %s", resp.StatusCode, body)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p["store"] != "unreachable" || p["runsc"] != "ok" || p["blobs"] != "not ready" || p["type"] == nil ||
+		!strings.Contains(p["detail"].(string), "store: unreachable") {
+		t.Errorf("store down: %s", body)
+	}
+	if strings.Contains(string(body), "secret-detail") || !strings.Contains(e.logs.String(), "secret-detail") {
+		t.Errorf("an untyped error must be logged, not shown: %s", body)
 	}
 }

@@ -53,6 +53,11 @@ type fakeExecutor struct {
 var _ airlock.Executor = (*fakeExecutor)(nil)
 
 func (f *fakeExecutor) Execute(ctx context.Context, tenant *airlock.Tenant, agentID string, req airlock.ExecuteRequest) (*airlock.Execution, error) {
+	// The service validates the request; the front end only maps the
+	// error to its problem.
+	if err := req.Validate(testMaxTimeout); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	f.calls = append(f.calls, execCall{tenant, agentID, req})
 	fn, files := f.fn, f.files
@@ -227,7 +232,6 @@ func setup(t tb, opts ...func(*rest.Config)) *env {
 		Blobs:      e.blobs,
 		Executor:   e.exec,
 		SigningKey: e.key,
-		MaxTimeout: testMaxTimeout,
 		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:        e.clock.Now,
 		Ready: func(ctx context.Context) error {

@@ -37,6 +37,10 @@ type Config struct {
 	// (give it code unavailable); any other error is logged and shown as
 	// "not ready".
 	Ready func(ctx context.Context) error
+	// ReadyChecks are the dependencies /readyz checks one by one (the
+	// store, runsc, the images, the blobs, etcd): one member each in
+	// its body.
+	ReadyChecks []ReadyCheck
 	// MicroVM is the node's microVM acceleration ("kvm" or "tcg"), shown
 	// by /readyz; empty without a microVM backend.
 	MicroVM string
@@ -86,9 +90,6 @@ type Config struct {
 	// SigningKey signs artifact URLs (HMAC-SHA256); at least 32 bytes, and
 	// the same on every node that serves the same blobs.
 	SigningKey []byte
-	// MaxTimeout is the largest timeout_sec a request may ask for;
-	// airlock.DefaultLimits.Timeout if zero.
-	MaxTimeout time.Duration
 	// ArtifactURLTTL is how long a signed artifact URL is valid;
 	// DefaultArtifactURLTTL if zero.
 	ArtifactURLTTL time.Duration
@@ -121,8 +122,6 @@ func (c Config) Validate() error {
 		return airlock.Errorf(airlock.EINVALID, "httpapi: executor is required")
 	case len(c.SigningKey) < MinSigningKeyBytes:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: signing key must be at least %d bytes", MinSigningKeyBytes)
-	case c.MaxTimeout < 0 || (c.MaxTimeout > 0 && c.MaxTimeout < time.Second):
-		return airlock.Errorf(airlock.EINVALID, "httpapi: max timeout must be at least 1s")
 	case c.ArtifactURLTTL < 0:
 		return airlock.Errorf(airlock.EINVALID, "httpapi: artifact URL TTL must not be negative")
 	case c.StreamBufferBytes < 0:
@@ -149,6 +148,7 @@ type Server struct {
 	uploadRate upload.Rate
 	log        *slog.Logger
 	handler    http.Handler
+	mux        *http.ServeMux
 	publicBase string   // PublicURL without its trailing slash; "" if unset
 	metricsSum [32]byte // SHA-256 of MetricsKey, if set
 	auth       Authenticator
@@ -162,9 +162,6 @@ func New(cfg Config) (*Server, error) {
 	rate := upload.Rate{MinBytesPerSec: cfg.UploadMinRate, Window: cfg.UploadRateWindow}
 	if err := rate.Validate(); err != nil {
 		return nil, airlock.Errorf(airlock.EINVALID, "httpapi: %v", err)
-	}
-	if cfg.MaxTimeout == 0 {
-		cfg.MaxTimeout = airlock.DefaultLimits.Timeout
 	}
 	if cfg.ArtifactURLTTL == 0 {
 		cfg.ArtifactURLTTL = DefaultArtifactURLTTL
@@ -199,8 +196,18 @@ func New(cfg Config) (*Server, error) {
 		}
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
+	s.mux = mux
 	s.handler = s.logRequests(s.recoverPanics(s.problemForMux(mux)))
 	return s, nil
+}
+
+// Route is the path pattern of the route r goes to, such as
+// /v1/sessions/{id} (the OpenAPI document's path), or "" if none: a
+// label for request metrics that IDs never become.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	_, path, _ := strings.Cut(pattern, " ")
+	return path
 }
 
 // Handler returns the root handler: every route, with logging, panic

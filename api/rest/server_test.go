@@ -23,10 +23,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no executor", func(c *rest.Config) { c.Executor = nil }, false},
 		{"no signing key", func(c *rest.Config) { c.SigningKey = nil }, false},
 		{"short signing key", func(c *rest.Config) { c.SigningKey = bytes.Repeat([]byte("k"), 31) }, false},
-		{"negative max timeout", func(c *rest.Config) { c.MaxTimeout = -time.Second }, false},
-		{"sub-second max timeout", func(c *rest.Config) { c.MaxTimeout = time.Millisecond }, false},
 		{"negative TTL", func(c *rest.Config) { c.ArtifactURLTTL = -time.Hour }, false},
-		{"explicit values", func(c *rest.Config) { c.MaxTimeout = time.Minute; c.ArtifactURLTTL = time.Hour }, true},
+		{"explicit values", func(c *rest.Config) { c.ArtifactURLTTL = time.Hour }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -119,7 +119,7 @@
 //   - file-changed-while-collected: a file rewritten in a loop is still
 //     after Stop.
 //
-// Lifecycle (backends whose Capabilities say Reattach; the others skip
+// Lifecycle (backends that implement airlock.Reattacher; the others skip
 // with the reason, as a restart ends their sandboxes):
 //   - detach-reattach: a detached sandbox keeps running with its files;
 //     Reattach by its ID gives a sandbox whose agent answers with them;

@@ -11,18 +11,15 @@ import (
 
 // notReattachable is why a backend whose sandboxes cannot outlive the
 // server skips the reattach case.
-const notReattachable = "the backend's sandboxes cannot outlive the server (Capabilities.Reattach is false): a restart ends them, which the server records"
+const notReattachable = "the backend's sandboxes cannot outlive the server (it is no airlock.Reattacher): a restart ends them, which the server records"
 
 var lifecycleCases = []Case{
 	{Group: Lifecycle, Name: "detach-reattach",
 		Want: "a detached sandbox keeps running with its files, and Reattach by its ID gives a sandbox whose agent answers with them; an unknown ID is an error, not a sandbox",
 		Run: func(t *testing.T, e *Env) {
-			if !e.Caps().Reattach {
-				testreq.NotApplicable(t, notReattachable)
-			}
 			ra, ok := e.b.(airlock.Reattacher)
 			if !ok {
-				t.Fatal("Capabilities.Reattach is true but the backend does not implement airlock.Reattacher")
+				testreq.NotApplicable(t, notReattachable)
 			}
 			sb := e.Sandbox(nil)
 			if r := e.Sh(sb, "echo kept > /workspace/kept && echo tmp > /tmp/kept"); r.Status.Code != 0 {
@@ -30,7 +27,7 @@ var lifecycleCases = []Case{
 			}
 			d, ok := sb.(airlock.Detacher)
 			if !ok {
-				t.Fatal("Capabilities.Reattach is true but the sandbox does not implement airlock.Detacher")
+				t.Fatal("the backend is an airlock.Reattacher but its sandbox is no airlock.Detacher")
 			}
 			if err := d.Detach(); err != nil {
 				t.Fatalf("detach: %v", err)

@@ -53,13 +53,10 @@ func (b *Backend) Name() string { return "gvisor" }
 // Capabilities of gVisor on this backend.
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
-		Snapshot:          true,
-		Pause:             true, // pause.go: checkpoint and disk kept on the node
 		HardwareIsolation: false,
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		SeparateKernel:    true, // the gVisor kernel stands between code and host
-		Reattach:          true, // sandboxes run detached and their agents call back
 	}
 }
 

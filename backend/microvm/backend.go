@@ -1,6 +1,8 @@
 package microvm
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"context"
 	"fmt"
 	"os"
@@ -12,7 +14,6 @@ import (
 	"github.com/airlockhq/airlock/internal/cgroups"
 	"github.com/airlockhq/airlock/internal/leftovers"
 	"github.com/airlockhq/airlock/internal/loopdisk"
-	"github.com/airlockhq/airlock/service/image"
 )
 
 // SandboxUID is the guest user every program runs as.
@@ -28,7 +29,7 @@ type Backend struct {
 	live   map[string]*Sandbox
 	uids   map[int]string // host uid -> sandbox ID
 	issued map[int]bool
-	guests map[string]*image.Guest // image hash -> its guest artefacts
+	guests map[string]*guestabi.Guest // image hash -> its guest artefacts
 }
 
 var _ airlock.Backend = (*Backend)(nil)
@@ -50,7 +51,7 @@ func New(cfg Config) (*Backend, error) {
 		live:      map[string]*Sandbox{},
 		uids:      map[int]string{},
 		issued:    map[int]bool{},
-		guests:    map[string]*image.Guest{},
+		guests:    map[string]*guestabi.Guest{},
 	}, nil
 }
 
@@ -61,7 +62,6 @@ func (b *Backend) Name() string { return "microvm" }
 // QEMU's emulator, which Accelerator says).
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
-		Snapshot:          true,
 		HardwareIsolation: true,
 		SeparateKernel:    true,
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
@@ -78,14 +78,14 @@ var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
 func (b *Backend) cgroupPath(id string) string { return filepath.Join(b.cfg.CgroupParent, id) }
 
 // guest returns img's guest artefacts, building them the first time.
-func (b *Backend) guest(ctx context.Context, img *airlock.Image) (*image.Guest, error) {
+func (b *Backend) guest(ctx context.Context, img *airlock.Image) (*guestabi.Guest, error) {
 	b.mu.Lock()
 	g := b.guests[img.Hash]
 	b.mu.Unlock()
 	if g != nil {
 		return g, nil
 	}
-	g, err := image.BuildGuest(ctx, image.GuestConfig{StateDir: b.cfg.ImageStateDir, KernelDir: b.cfg.KernelDir}, img)
+	g, err := b.cfg.BuildGuest(ctx, img)
 	if err != nil {
 		return nil, fmt.Errorf("microvm: guest of image %s: %w", img.Name, err)
 	}

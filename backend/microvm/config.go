@@ -1,12 +1,15 @@
 package microvm
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/backend/microvm/vmm"
+	"github.com/airlockhq/airlock/internal/guestabi"
 )
 
 // Config configures the backend.
@@ -14,12 +17,9 @@ type Config struct {
 	// StateDir holds one machine directory per sandbox (StateDir/vms/<id>)
 	// and the scratch disk templates.
 	StateDir string
-	// ImageStateDir is the node's state directory, where the image store
-	// keeps the guest artefacts (image.BuildGuest); KernelDir the
-	// unpacked kernel package (empty: the newest under
-	// ImageStateDir/kernel).
-	ImageStateDir string
-	KernelDir     string
+	// BuildGuest returns the guest artefacts of an image, building them
+	// the first time (the image store's, service/image.GuestBuilder).
+	BuildGuest func(ctx context.Context, img *airlock.Image) (*guestabi.Guest, error)
 	// Driver starts the machines.
 	Driver vmm.Driver
 	// CgroupParent is where every VMM's cgroup lives; the backend owns
@@ -51,8 +51,8 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("microvm: state dir must be an absolute path")
 	}
-	if c.ImageStateDir == "" || !filepath.IsAbs(c.ImageStateDir) {
-		return fmt.Errorf("microvm: image state dir must be an absolute path")
+	if c.BuildGuest == nil {
+		return fmt.Errorf("microvm: no guest builder")
 	}
 	if c.Driver == nil {
 		return fmt.Errorf("microvm: no VMM driver")

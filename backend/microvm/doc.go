@@ -51,8 +51,8 @@
 // running guest's files.
 //
 // QEMU does not depend on the process that started it, but this version
-// cannot reattach to a running guest yet, so Capabilities say Reattach:
-// false and Reconcile ends what a crashed airlockd left: every VMM in the
+// cannot reattach to a running guest yet, so the backend is no
+// Reattacher and Reconcile ends what a crashed airlockd left: every VMM in the
 // backend's cgroup parent (killed with its cgroup), and every machine
 // directory with its chroot, disk and mounts.
 //

@@ -1,6 +1,8 @@
 package microvm
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/backend/microvm/guest"
 	"github.com/airlockhq/airlock/internal/netns"
 )
 
@@ -29,7 +30,7 @@ const (
 type guestNetwork struct {
 	tap *os.File
 	mac string
-	cfg guest.NetConfig
+	cfg guestabi.NetConfig
 }
 
 // plugNetwork puts a tap device into the sandbox's network namespace (n,
@@ -45,7 +46,7 @@ func plugNetwork(n *airlock.SandboxNetwork, id string) (*guestNetwork, error) {
 	if n.NetNSPath == "" {
 		return nil, errors.New("microvm: a sandbox network needs a namespace")
 	}
-	g := &guestNetwork{mac: guestMAC(id), cfg: guest.NetConfig{ResolvConf: n.ResolvConf}}
+	g := &guestNetwork{mac: guestMAC(id), cfg: guestabi.NetConfig{ResolvConf: n.ResolvConf}}
 	err := netns.Do(n.NetNSPath, func() error {
 		link, addr, gw, err := namespaceLink()
 		if err != nil {

@@ -1,6 +1,8 @@
 package microvm
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +16,10 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/agent/protocol"
-	"github.com/airlockhq/airlock/backend/microvm/guest"
 	"github.com/airlockhq/airlock/backend/microvm/vmm"
 	"github.com/airlockhq/airlock/internal/cgroups"
 	"github.com/airlockhq/airlock/internal/loopdisk"
 	"github.com/airlockhq/airlock/internal/sandboxio"
-	"github.com/airlockhq/airlock/service/image"
 )
 
 // maxLogBytes caps the guest's console and the VMM's messages on the
@@ -42,7 +42,7 @@ const vmmCPUs = 0.25
 // killer's line is an error), no reboot (a panic ends the VM), no
 // probing of what a microvm does not have, no IPv6 (the sandbox
 // network is IPv4 only, as in the other backends).
-const baseCmdline = "console=ttyS0 quiet loglevel=4 panic=-1 reboot=t rdinit=" + guest.InitPath +
+const baseCmdline = "console=ttyS0 quiet loglevel=4 panic=-1 reboot=t rdinit=" + guestabi.InitPath +
 	" edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd random.trust_cpu=on ipv6.disable=1"
 
 // oomMarker is what the guest kernel prints when its OOM killer ends a
@@ -135,7 +135,7 @@ func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from *ch
 }
 
 // start boots the machine, or restores it from a checkpoint (from).
-func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.Guest, from *checkpoint) error {
+func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *guestabi.Guest, from *checkpoint) error {
 	cfg := &s.b.cfg
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		close(s.done)
@@ -174,7 +174,7 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		close(s.done)
 		return fmt.Errorf("microvm: sandbox %s: cgroup: %w", s.id, err)
 	}
-	cmdline := fmt.Sprintf("%s %s=%d", baseCmdline, guest.ParamNproc, spec.Limits.Pids)
+	cmdline := fmt.Sprintf("%s %s=%d", baseCmdline, guestabi.ParamNproc, spec.Limits.Pids)
 	var nic *vmm.NetDevice
 	if spec.Network != nil {
 		gn, err := plugNetwork(spec.Network, s.id)
@@ -197,11 +197,11 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, g *image.
 		VCPUs:     vcpus,
 		MemoryMiB: mem >> 20,
 		Drives: []vmm.Drive{
-			{ID: "root", Path: g.RootDisk, ReadOnly: true, Serial: image.GuestRootSerial},
-			{ID: "scratch", Path: scratch, Serial: image.GuestScratchSerial},
+			{ID: "root", Path: g.RootDisk, ReadOnly: true, Serial: guestabi.RootSerial},
+			{ID: "scratch", Path: scratch, Serial: guestabi.ScratchSerial},
 		},
-		AgentPort:  image.GuestPort,
-		ReseedPort: image.GuestReseedPort,
+		AgentPort:  guestabi.Port,
+		ReseedPort: guestabi.ReseedPort,
 		Console:    s.console,
 		Net:        nic,
 		Jail: vmm.Jail{UID: s.uid, GID: s.uid, Dir: jail,

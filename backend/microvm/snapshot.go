@@ -1,6 +1,8 @@
 package microvm
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,7 +20,6 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/backend/microvm/guest"
 	"github.com/airlockhq/airlock/internal/loopdisk"
-	"github.com/airlockhq/airlock/service/image"
 )
 
 var _ airlock.Snapshotter = (*Backend)(nil)
@@ -47,7 +48,7 @@ type checkpoint struct {
 	info checkpointInfo
 }
 
-func infoOf(g *image.Guest, l airlock.Limits, version string) checkpointInfo {
+func infoOf(g *guestabi.Guest, l airlock.Limits, version string) checkpointInfo {
 	return checkpointInfo{Guest: g.Hash, VCPUs: vcpusOf(l), MemoryMiB: l.MemoryBytes >> 20, DiskBytes: l.DiskBytes, Pids: l.Pids, CPUs: l.CPUs, Version: version}
 }
 
@@ -182,7 +183,7 @@ func (b *Backend) SnapshotVersion() string {
 		if _, err := io.Copy(h, f); err != nil {
 			return
 		}
-		version = "qemu-sha256:" + hex.EncodeToString(h.Sum(nil)) + " guest-recipe:" + image.GuestRecipeVersion
+		version = "qemu-sha256:" + hex.EncodeToString(h.Sum(nil)) + " guest-recipe:" + guestabi.RecipeVersion
 	})
 	return version
 }

@@ -78,8 +78,6 @@ func (b *Backend) Name() string { return "namespaces" }
 // Capabilities of the backend: the host's kernel is shared.
 func (b *Backend) Capabilities() airlock.Capabilities {
 	return airlock.Capabilities{
-		Snapshot:          false,
-		Pause:             false,
 		HardwareIsolation: false,
 		NetworkModes:      []string{"none"},
 		RequiresRoot:      true,

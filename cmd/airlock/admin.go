@@ -51,79 +51,113 @@ the operator key's name.
   key create  prints the new key on stdout: it is shown this once.
 
 flags (every subcommand):
-  --url URL        server (default $AIRLOCK_URL, else the profile's, else
-                   http://127.0.0.1:8080)
-  --admin-key KEY  an operator key (default $AIRLOCK_ADMIN_KEY, else the
-                   profile's, else <state-dir>/admin.key when readable)
-  --profile FILE   a JSON file {"url": ..., "admin_key": ...} (default
-                   $XDG_CONFIG_HOME/airlock/profile.json, or
-                   ~/.config/airlock/profile.json); keep it mode 0600
-  --json           print the server's JSON answer
+  --url URL            server (default $AIRLOCK_URL, else the profile's,
+                       else http://127.0.0.1:8080)
+  --admin-key KEY      an operator key (default $AIRLOCK_ADMIN_KEY, else
+                       the profile's, else <state-dir>/admin.key when
+                       readable)
+  --profile NAME       the profile to use (default $AIRLOCK_PROFILE, else
+                       the current one); 'airlock login' with an operator
+                       key stores one. A FILE (a path, or a name ending in
+                       .json) is read as the previous release's
+                       {"url": ..., "admin_key": ...} file (deprecated)
+  -o, --output FORMAT  table (default) or json (the server's answer);
+                       --json is a deprecated spelling of -o json
 `
 
 const envAdminKey = "AIRLOCK_ADMIN_KEY"
 
-func init() {
-	register("admin", "administer tenants, keys, grants and quotas through the admin API (any node, any store)", func(ctx context.Context, args []string) error {
-		return runAdmin(ctx, args, osStdio())
-	})
-}
-
 // adminFlags locate the server and the operator key.
 type adminFlags struct {
 	url, key, profile string
-	json              bool
+	out               outputFlags
 }
 
 func (a *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.url, "url", "", "")
 	fs.StringVar(&a.key, "admin-key", "", "")
 	fs.StringVar(&a.profile, "profile", "", "")
-	fs.BoolVar(&a.json, "json", false, "")
+	a.out.register(fs, true)
 }
 
-// profile is the admin profile file.
-type profile struct {
+// legacyProfile is the admin profile file of the previous release,
+// {"url": ..., "admin_key": ...}; --profile FILE still reads one.
+type legacyProfile struct {
 	URL      string `json:"url"`
 	AdminKey string `json:"admin_key"`
 }
 
-func defaultProfilePath() string {
-	dir, err := os.UserConfigDir()
+func legacyProfilePath() string {
+	dir, err := configDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "airlock", "profile.json")
+	return filepath.Join(dir, "profile.json")
+}
+
+// isProfileFile tells a --profile FILE of the previous release from a
+// profile's name.
+func isProfileFile(v string) bool {
+	return strings.ContainsRune(v, filepath.Separator) || strings.HasSuffix(v, ".json")
+}
+
+// readLegacyProfile reads the old profile file at path; a missing file
+// is no error unless it was named.
+func readLegacyProfile(path string, named bool) (legacyProfile, error) {
+	var p legacyProfile
+	if path == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &p); err != nil {
+			return p, fmt.Errorf("profile %s: %v", path, err)
+		}
+	case named || !errors.Is(err, os.ErrNotExist):
+		return p, fmt.Errorf("profile: %v", err)
+	}
+	return p, nil
 }
 
 // resolve returns the server URL and the operator key: flags, then the
-// environment, then the profile, then this host's defaults.
+// environment, then the profile (--profile NAME, $AIRLOCK_PROFILE, the
+// current one; or the old profile.json), then this host's admin.key.
 func (a *adminFlags) resolve() (string, string, error) {
-	var p profile
-	path := a.profile
-	if path == "" {
-		path = defaultProfilePath()
-	}
-	if path != "" {
-		b, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			if err := json.Unmarshal(b, &p); err != nil {
-				return "", "", fmt.Errorf("profile %s: %v", path, err)
+	var p legacyProfile
+	if isProfileFile(a.profile) {
+		lp, err := readLegacyProfile(a.profile, true)
+		if err != nil {
+			return "", "", err
+		}
+		p = lp
+	} else {
+		ps, err := loadProfiles()
+		if err != nil {
+			return "", "", err
+		}
+		_, e, err := ps.pick(a.profile)
+		if err != nil {
+			return "", "", err
+		}
+		if e != nil {
+			p = legacyProfile{URL: e.URL, AdminKey: e.AdminKey}
+		}
+		if p.AdminKey == "" {
+			lp, err := readLegacyProfile(legacyProfilePath(), false)
+			if err != nil {
+				return "", "", err
 			}
-		case a.profile != "" || !errors.Is(err, os.ErrNotExist):
-			return "", "", fmt.Errorf("profile: %v", err)
+			p = legacyProfile{URL: firstOf(p.URL, lp.URL), AdminKey: lp.AdminKey}
 		}
 	}
 	u := firstOf(a.url, os.Getenv(envURL), p.URL, fallbackURL)
 	key := firstOf(a.key, os.Getenv(envAdminKey), p.AdminKey)
 	if key == "" {
-		if b, err := os.ReadFile(filepath.Join(stateDirDefault(), "admin.key")); err == nil && len(b) < maxKeyFileSize {
-			key = strings.TrimSpace(string(b))
-		}
+		key = readKeyFile(filepath.Join(stateDirDefault(), "admin.key"))
 	}
 	if key == "" {
-		return "", "", errors.New("no operator key: give --admin-key, set $AIRLOCK_ADMIN_KEY, or write a profile (see airlock admin --help); the first start of airlockd writes one to <state-dir>/admin.key")
+		return "", "", errors.New("no operator key: run 'airlock login --url URL' with an operator key, give --admin-key, or set $AIRLOCK_ADMIN_KEY; the first start of airlockd writes one to <state-dir>/admin.key")
 	}
 	return strings.TrimRight(u, "/"), key, nil
 }
@@ -193,17 +227,13 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 
 func runAdmin(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "admin", 2, "want a subcommand: tenant, key, usage, events or audit")
+		return errUsage("admin", "want a subcommand: tenant, key, usage, events or audit")
 	}
 	sub, rest := args[0], args[1:]
-	if sub == "-h" || sub == "--help" || sub == "help" {
-		fmt.Fprint(std.err, adminUsage)
-		return nil
-	}
 	verb := ""
 	if sub == "tenant" || sub == "key" {
 		if len(rest) == 0 {
-			return usageError(std.err, "admin", 2, "%s wants a subcommand", sub)
+			return errUsage("admin "+sub, "want a subcommand")
 		}
 		verb, rest = rest[0], rest[1:]
 	}
@@ -214,7 +244,7 @@ func runAdmin(ctx context.Context, args []string, std stdio) error {
 	o.register(fs)
 	pos, err := parseArgs(fs, rest)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	base, key, err := af.resolve()
 	if err != nil {
@@ -226,9 +256,9 @@ func runAdmin(ctx context.Context, args []string, std stdio) error {
 		run = adminCommands[sub]
 	}
 	if run == nil {
-		return usageError(std.err, "admin", 2, "unknown subcommand %q", strings.TrimSpace(sub+" "+verb))
+		return errUsage("admin", "unknown subcommand %q", strings.TrimSpace(sub+" "+verb))
 	}
-	return run(ctx, c, o, pos, af.json, std)
+	return run(ctx, c, o, pos, af.out.json(std), std)
 }
 
 // adminOpts are the flags of every admin subcommand (each takes the ones
@@ -268,7 +298,7 @@ var adminCommands = map[string]adminCommand{}
 
 func wantArgs(pos []string, n int, what string) error {
 	if len(pos) != n {
-		return fmt.Errorf("want %s", what)
+		return errUsage("admin", "want %s", what)
 	}
 	return nil
 }

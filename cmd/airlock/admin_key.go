@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"text/tabwriter"
 	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/service/quota"
 )
 
 // adminKeyView is a key as the API answers it.
@@ -40,7 +44,7 @@ func adminKeyCreate(ctx context.Context, c *adminClient, o *adminOpts, pos []str
 		} else if t, err := time.Parse(time.RFC3339, o.expires); err == nil {
 			body["expires_at"] = t.UTC().Format(time.RFC3339)
 		} else {
-			return fmt.Errorf("--expires %q: want a duration (720h) or a time (2027-01-01T00:00:00Z)", o.expires)
+			return errUsage("admin key create", "--expires %q: want a duration (720h) or a time (2027-01-01T00:00:00Z)", o.expires)
 		}
 	}
 	if o.format != "" {
@@ -66,7 +70,7 @@ func adminKeyList(ctx context.Context, c *adminClient, o *adminOpts, pos []strin
 	case 1:
 		path = "/v1/admin/tenants/" + pathEscape(pos[0]) + "/keys"
 	default:
-		return fmt.Errorf("want at most one TENANT")
+		return errUsage("admin key ls", "want at most one TENANT")
 	}
 	var out struct {
 		Keys []adminKeyView `json:"keys"`
@@ -131,7 +135,10 @@ func adminReport(path string) adminCommand {
 		if err != nil {
 			return err
 		}
-		return printRaw(std.out, b)
+		if asJSON {
+			return printRaw(std.out, b)
+		}
+		return writeReport(std, b)
 	}
 }
 
@@ -139,4 +146,41 @@ func init() {
 	adminCommands["usage"] = adminReport("/v1/admin/usage")
 	adminCommands["events"] = adminReport("/v1/admin/events")
 	adminCommands["audit"] = adminReport("/v1/admin/audit")
+}
+
+// writeReport prints an admin report as a table: usage as one row per
+// tenant and quota, events and audit entries a row each; the cursor of
+// the next page goes to stderr.
+func writeReport(std stdio, b []byte) error {
+	var u struct {
+		Usage []struct {
+			Tenant string               `json:"tenant"`
+			Quotas []airlock.QuotaUsage `json:"quotas"`
+		} `json:"usage"`
+		NextCursor string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(b, &u); err != nil {
+		return fmt.Errorf("the answer: %v", err)
+	}
+	if u.Usage != nil {
+		t := newTable(std.out, "TENANT", "QUOTA", "USED", "LIMIT", "REMAINING", "WINDOW")
+		for _, tu := range u.Usage {
+			for _, q := range tu.Quotas {
+				k := quota.Key(q.Quota)
+				limit := k.Format(q.Limit)
+				if q.Source == "tenant" {
+					limit += "*"
+				}
+				t.row(tu.Tenant, q.Quota, k.Format(q.Used), limit, k.Format(q.Remaining), q.Window)
+			}
+		}
+		return t.flush()
+	}
+	if err := writeListTable(std.out, b); err != nil {
+		return err
+	}
+	if u.NextCursor != "" {
+		fmt.Fprintf(std.err, "airlock: more: the next page is before=%s\n", u.NextCursor)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -93,7 +92,10 @@ func adminTenantShow(ctx context.Context, c *adminClient, o *adminOpts, pos []st
 	if err != nil {
 		return err
 	}
-	return printRaw(std.out, b)
+	if asJSON {
+		return printRaw(std.out, b)
+	}
+	return writeRecord(std.out, b)
 }
 
 func adminTenantSet(ctx context.Context, c *adminClient, o *adminOpts, pos []string, asJSON bool, std stdio) error {
@@ -118,7 +120,7 @@ func adminTenantSet(ctx context.Context, c *adminClient, o *adminOpts, pos []str
 			}
 			k, n, err := quota.ParseAssignment(a)
 			if err != nil {
-				return err
+				return errUsage("admin tenant set", "--quota %v", err)
 			}
 			qs[string(k)] = n
 		}
@@ -126,7 +128,7 @@ func adminTenantSet(ctx context.Context, c *adminClient, o *adminOpts, pos []str
 	}
 	switch {
 	case o.noScopes && len(o.scopes) > 0:
-		return errors.New("give --broker-scope or --no-broker-scopes, not both")
+		return errUsage("admin tenant set", "give --broker-scope or --no-broker-scopes, not both")
 	case o.noScopes:
 		patch["broker_scopes"] = []string{}
 	case len(o.scopes) > 0:
@@ -134,7 +136,7 @@ func adminTenantSet(ctx context.Context, c *adminClient, o *adminOpts, pos []str
 	}
 	switch {
 	case o.quarantine && o.unquarantine:
-		return errors.New("give --quarantine or --unquarantine, not both")
+		return errUsage("admin tenant set", "give --quarantine or --unquarantine, not both")
 	case o.quarantine:
 		patch["quarantined"] = true
 		patch["quarantine_reason"] = o.reason
@@ -142,13 +144,16 @@ func adminTenantSet(ctx context.Context, c *adminClient, o *adminOpts, pos []str
 		patch["quarantined"] = false
 	}
 	if len(patch) == 0 {
-		return errors.New("set wants something to set: --isolation, --quota, --broker-scope, --no-broker-scopes, --quarantine or --unquarantine")
+		return errUsage("admin tenant set", "want something to set: --isolation, --quota, --broker-scope, --no-broker-scopes, --quarantine or --unquarantine")
 	}
 	b, err := c.call(ctx, "PATCH", "/v1/admin/tenants/"+pathEscape(pos[0]), patch, nil)
 	if err != nil {
 		return err
 	}
-	return printRaw(std.out, b)
+	if asJSON {
+		return printRaw(std.out, b)
+	}
+	return writeRecord(std.out, b)
 }
 
 func adminTenantDelete(ctx context.Context, c *adminClient, o *adminOpts, pos []string, asJSON bool, std stdio) error {

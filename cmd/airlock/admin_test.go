@@ -71,7 +71,7 @@ func TestAdminCLI(t *testing.T) {
 	if _, errs, code := run("tenant", "create", "acme"); code != 1 || !strings.Contains(errs, "409 tenant-exists") {
 		t.Errorf("tenant create again: %d %q", code, errs)
 	}
-	out, errs, code := run("tenant", "set", "acme", "--broker-scope", "tickets.read", "--quota", "vcpu=2", "--quota", "sessions=unlimited", "--isolation", "vm")
+	out, errs, code := run("tenant", "set", "acme", "-o", "json", "--broker-scope", "tickets.read", "--quota", "vcpu=2", "--quota", "sessions=unlimited", "--isolation", "vm")
 	if code != 0 || !strings.Contains(out, `"tickets.read"`) || !strings.Contains(out, `"vcpu": 2000`) || !strings.Contains(out, `"sessions": -1`) {
 		t.Fatalf("tenant set: %d %q %q", code, out, errs)
 	}
@@ -103,7 +103,7 @@ func TestAdminCLI(t *testing.T) {
 	if k, _ := db.APIKey(context.Background(), k.ID); k.RevokedAt == nil {
 		t.Error("the key is not revoked in the store")
 	}
-	if out, _, code := run("audit", "--action", "key.revoke"); code != 0 || !strings.Contains(out, `"key_name": "ops"`) || !strings.Contains(out, k.ID) {
+	if out, _, code := run("audit", "-o", "json", "--action", "key.revoke"); code != 0 || !strings.Contains(out, `"key_name": "ops"`) || !strings.Contains(out, k.ID) {
 		t.Errorf("audit: %d %q", code, out)
 	}
 	if out, _, code := run("tenant", "rm", "acme"); code != 0 || !strings.Contains(out, "deleted") {

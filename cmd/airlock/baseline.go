@@ -19,12 +19,6 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("baseline", "time the same code outside Airlock (bare runsc run, or chroot), for benchmarks", func(ctx context.Context, args []string) error {
-		return runBaseline(ctx, args, osStdio())
-	})
-}
-
 const baselineUsage = `usage: airlock baseline --kind runsc|chroot [flags]
 
 Runs code N times outside Airlock, one after another or with several
@@ -50,7 +44,7 @@ flags:
                        airlockd does), so its CPU can be counted there
   --duration D         with --concurrency: run for D (e.g. 60s) instead of
                        --requests runs, and report the throughput
-  --json               print the summary as JSON
+  -o, --output FORMAT  table (default) or json (--json: deprecated)
 
 Must run as root.
 `
@@ -61,7 +55,8 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	var requests, warmup, concurrency int
 	var cgroupParent string
 	var duration time.Duration
-	var asJSON, codeSet bool
+	var codeSet bool
+	var out outputFlags
 	fs.StringVar(&kind, "kind", "", "")
 	fs.StringVar(&stateDir, "state-dir", stateDirDefault(), "")
 	fs.StringVar(&imageName, "image", "python-ds", "")
@@ -74,12 +69,12 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&concurrency, "concurrency", 1, "")
 	fs.StringVar(&cgroupParent, "cgroup-parent", "", "")
 	fs.DurationVar(&duration, "duration", 0, "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, a ...any) error { return usageError(std.err, "baseline", 2, format, a...) }
+	bad := func(format string, a ...any) error { return usageError(std.err, "baseline", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return bad("unexpected argument %q", pos[0])
@@ -119,72 +114,14 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	once := func(i int) (time.Duration, error) {
-		start := time.Now()
-		var cmd *exec.Cmd
-		switch kind {
-		case "chroot":
-			// A private tmpfs on the image's /tmp keeps the image clean.
-			script := `mount -t tmpfs tmpfs "$1/tmp" && exec chroot --userspec=1000:1000 "$1" sh -c 'cd /tmp && exec "$@"' sh "${@:2}"`
-			cmd = exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "bash", "-c", script, "bash", img.Rootfs}, argv...)...)
-		case "runsc":
-			bundle := filepath.Join(work, "b"+strconv.Itoa(i))
-			cg := ""
-			if cgroupParent != "" {
-				cg = "/" + strings.Trim(cgroupParent, "/") + "/baseline-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
-			}
-			if err := writeBaselineBundle(bundle, img, argv, cg); err != nil {
-				return 0, err
-			}
-			defer os.RemoveAll(bundle)
-			start = time.Now()
-			cmd = exec.CommandContext(ctx, "runsc", "--root", filepath.Join(work, "runsc"), "--platform", "systrap",
-				"--network", "none", "--overlay2", "none", "run", "--bundle", bundle, "baseline-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(i))
-		}
-		out, err := cmd.CombinedOutput()
-		d := time.Since(start)
-		if err != nil {
-			return d, fmt.Errorf("run %d: %v: %s", i, err, out)
-		}
-		return d, nil
-	}
+	r := &baselineRunner{kind: kind, img: img, argv: argv, work: work, cgroupParent: cgroupParent}
 	for i := 0; i < warmup; i++ {
-		if _, err := once(-1 - i); err != nil {
+		if _, err := r.once(ctx, -1-i); err != nil {
 			return err
 		}
 	}
-	var (
-		mu      sync.Mutex
-		lat     []time.Duration
-		errs    int
-		firstEr error
-		next    atomic.Int64
-		wg      sync.WaitGroup
-	)
 	start := time.Now()
-	deadline := start.Add(duration)
-	for range concurrency {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if duration > 0 && time.Now().After(deadline) || duration == 0 && i >= requests {
-					return
-				}
-				d, err := once(i)
-				mu.Lock()
-				if err != nil {
-					errs++
-					if firstEr == nil {
-						firstEr = err
-					}
-				} else {
-					lat = append(lat, d)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	lat, errs, firstEr := runBaselineWorkers(ctx, r, concurrency, requests, duration)
 	elapsed := time.Since(start)
 	if len(lat) == 0 && firstEr != nil {
 		return firstEr
@@ -195,7 +132,7 @@ func runBaseline(ctx context.Context, args []string, std stdio) error {
 		"concurrency": concurrency, "throughput_per_min": float64(len(lat)) / elapsed.Minutes(),
 		"latency_ms": benchLatency{Count: l.Count, Min: ms(l.Min), P50: ms(l.P50), P95: ms(l.P95), P99: ms(l.P99), Max: ms(l.Max)},
 	}
-	if asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
@@ -247,4 +184,81 @@ func writeBaselineBundle(dir string, img *airlock.Image, argv []string, cgroupsP
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+// baselineRunner runs the program once outside Airlock.
+type baselineRunner struct {
+	kind, work, cgroupParent string
+	img                      *airlock.Image
+	argv                     []string
+}
+
+// once runs the program the i-th time and returns how long it took.
+func (r *baselineRunner) once(ctx context.Context, i int) (time.Duration, error) {
+	start := time.Now()
+	var cmd *exec.Cmd
+	switch r.kind {
+	case "chroot":
+		// A private tmpfs on the image's /tmp keeps the image clean.
+		script := `mount -t tmpfs tmpfs "$1/tmp" && exec chroot --userspec=1000:1000 "$1" sh -c 'cd /tmp && exec "$@"' sh "${@:2}"`
+		cmd = exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "bash", "-c", script, "bash", r.img.Rootfs}, r.argv...)...)
+	case "runsc":
+		bundle := filepath.Join(r.work, "b"+strconv.Itoa(i))
+		cg := ""
+		if r.cgroupParent != "" {
+			cg = "/" + strings.Trim(r.cgroupParent, "/") + "/baseline-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
+		}
+		if err := writeBaselineBundle(bundle, r.img, r.argv, cg); err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(bundle)
+		start = time.Now()
+		cmd = exec.CommandContext(ctx, "runsc", "--root", filepath.Join(r.work, "runsc"), "--platform", "systrap",
+			"--network", "none", "--overlay2", "none", "run", "--bundle", bundle, "baseline-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(i))
+	}
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("run %d: %v: %s", i, err, out)
+	}
+	return d, nil
+}
+
+// runBaselineWorkers runs the program with concurrency workers back to
+// back, requests times in all or, with a duration, until it has passed.
+// It returns the latencies of the runs that succeeded, the number that
+// failed and the first error.
+func runBaselineWorkers(ctx context.Context, r *baselineRunner, concurrency, requests int, duration time.Duration) ([]time.Duration, int, error) {
+	var (
+		mu      sync.Mutex
+		lat     []time.Duration
+		errs    int
+		firstEr error
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
+	deadline := time.Now().Add(duration)
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if duration > 0 && time.Now().After(deadline) || duration == 0 && i >= requests {
+					return
+				}
+				d, err := r.once(ctx, i)
+				mu.Lock()
+				if err != nil {
+					errs++
+					if firstEr == nil {
+						firstEr = err
+					}
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return lat, errs, firstEr
 }

@@ -68,17 +68,12 @@ flags:
                        followed, untimed, by its DELETE; --code, --file and
                        --language do not apply
   --image NAME         image of the sessions (default python-ds)
-  --json               print the summary as JSON on stdout
+  -o, --output FORMAT  table (default) or json: the summary as JSON on
+                       stdout (--json: deprecated, -o json)
 
 exit status: 0 when the run completed (whatever the errors), 1 on a
 failure to start, 2 on bad usage.
 `
-
-func init() {
-	register("bench", "load-test this machine's server", func(ctx context.Context, args []string) error {
-		return runBench(ctx, args, osStdio())
-	})
-}
 
 // defaultBenchCode prints "ok" in each language.
 var defaultBenchCode = map[airlock.Language]string{
@@ -132,12 +127,13 @@ type benchResult struct {
 func runBench(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("bench", benchUsage, std.err)
 	var (
-		srv                 serverFlags
-		lang, code, file    string
-		timeout             int
-		cfg                 benchConfig
-		allowRemote, asJSON bool
-		codeSet             bool
+		srv              serverFlags
+		lang, code, file string
+		timeout          int
+		cfg              benchConfig
+		allowRemote      bool
+		out              outputFlags
+		codeSet          bool
 	)
 	srv.register(fs)
 	fs.BoolVar(&allowRemote, "allow-remote", false, "")
@@ -151,14 +147,14 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&cfg.requests, "requests", 0, "")
 	fs.IntVar(&cfg.warmup, "warmup", 0, "")
 	fs.Float64Var(&cfg.rate, "rate", 0, "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	fs.BoolVar(&cfg.sessions, "sessions", false, "")
 	fs.StringVar(&cfg.session.Image, "image", "python-ds", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, args ...any) error { return usageError(std.err, "bench", 2, format, args...) }
+	bad := func(format string, args ...any) error { return usageError(std.err, "bench", format, args...) }
 	cfg.req = airlock.ExecuteRequest{Language: airlock.Language(lang), TimeoutSec: timeout}
 	switch {
 	case len(pos) > 0:
@@ -207,7 +203,7 @@ func runBench(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	s := runLoad(ctx, c, cfg)
-	if asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)

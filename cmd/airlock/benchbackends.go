@@ -28,12 +28,6 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("bench-backends", "time create-run-destroy on each backend beside bwrap and the bare process", func(ctx context.Context, args []string) error {
-		return runBenchBackends(ctx, args, osStdio())
-	})
-}
-
 const benchBackendsUsage = `usage: airlock bench-backends [flags]
 
 Creates a sandbox, runs one program in it and destroys it, N times one
@@ -72,7 +66,7 @@ flags:
   --runners LIST      comma-separated (default bare,bwrap,namespaces,gvisor);
                       bwrap, gvisor and microvm are left out with a note
                       when missing
-  --json              print the results as JSON
+  -o, --output FORMAT table (default) or json (--json: deprecated)
 
 Must run as root. The backends get their own state in a temporary
 directory and cgroups of their own, removed at the end.
@@ -110,12 +104,13 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	requests := fs.Int("requests", 100, "")
 	warmup := fs.Int("warmup", 5, "")
 	runnersFlag := fs.String("runners", "bare,bwrap,namespaces,gvisor", "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
-	bad := func(format string, a ...any) error { return usageError(std.err, "bench-backends", 2, format, a...) }
+	bad := func(format string, a ...any) error { return usageError(std.err, "bench-backends", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return bad("unexpected argument %q", pos[0])
@@ -160,23 +155,44 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 		runners = append(runners, r)
 	}
 	programs := [][]string{{"/bin/true"}, {"python3", "-c", "print(1)"}}
-	lat := map[string]map[string][]time.Duration{} // program/runner -> phase -> latencies
-	key := func(prog []string, r benchRunner) string { return strings.Join(prog, " ") + "\x00" + r.name }
 	start := time.Now()
-	for i := -*warmup; i < *requests; i++ {
+	lat, err := measureRunners(ctx, runners, programs, *warmup, *requests)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	results := backendResults(runners, programs, lat)
+	if out.json(std) {
+		enc := json.NewEncoder(std.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"image": img.Name, "requests": *requests, "elapsed_s": elapsed.Seconds(), "cpus": runtime.NumCPU(), "results": results})
+	}
+	fmt.Fprintf(std.out, "create-run-destroy, %d runs each, interleaved, image %s, %d CPUs, %.0fs; milliseconds\n", *requests, img.Name, runtime.NumCPU(), elapsed.Seconds())
+	return printBackendResults(std.out, results)
+}
+
+// benchKey names a program on a runner in the latency map.
+func benchKey(prog []string, r benchRunner) string { return strings.Join(prog, " ") + "\x00" + r.name }
+
+// measureRunners runs every program on every runner, round-robin,
+// warmup+requests times, and returns the latencies of the counted runs by
+// benchKey and phase.
+func measureRunners(ctx context.Context, runners []benchRunner, programs [][]string, warmup, requests int) (map[string]map[string][]time.Duration, error) {
+	lat := map[string]map[string][]time.Duration{}
+	for i := -warmup; i < requests; i++ {
 		for _, prog := range programs {
 			for _, r := range runners {
 				if err := ctx.Err(); err != nil {
-					return err
+					return nil, err
 				}
 				phases, err := r.once(ctx, prog)
 				if err != nil {
-					return fmt.Errorf("%s %v: %w", r.name, prog, err)
+					return nil, fmt.Errorf("%s %v: %w", r.name, prog, err)
 				}
 				if i < 0 {
 					continue
 				}
-				k := key(prog, r)
+				k := benchKey(prog, r)
 				if lat[k] == nil {
 					lat[k] = map[string][]time.Duration{}
 				}
@@ -186,12 +202,17 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	return lat, nil
+}
+
+// backendResults summarises the latencies and memory figures of each
+// program on each runner, with its overhead over the bare process.
+func backendResults(runners []benchRunner, programs [][]string, lat map[string]map[string][]time.Duration) []runnerResult {
 	var results []runnerResult
 	for _, prog := range programs {
 		var bare float64
 		for _, r := range runners {
-			ph := lat[key(prog, r)]
+			ph := lat[benchKey(prog, r)]
 			total := summarize(ph["total"])
 			res := runnerResult{Program: strings.Join(prog, " "), Runner: r.name, Runs: total.Count, P50: ms(total.P50), P99: ms(total.P99)}
 			if r.name == "bare" {
@@ -222,13 +243,13 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 			}
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(std.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"image": img.Name, "requests": *requests, "elapsed_s": elapsed.Seconds(), "cpus": runtime.NumCPU(), "results": results})
-	}
-	fmt.Fprintf(std.out, "create-run-destroy, %d runs each, interleaved, image %s, %d CPUs, %.0fs; milliseconds\n", *requests, img.Name, runtime.NumCPU(), elapsed.Seconds())
-	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	return results
+}
+
+// printBackendResults prints the latency table and, for the runners with
+// memory figures, the memory table.
+func printBackendResults(w io.Writer, results []runnerResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "program\trunner\tp50\tp99\tover bare p50\tcreate p50\tcreate p99\trestore p50\trun p50\trun p99\tdestroy p50\t")
 	for _, r := range results {
 		ph := func(m map[string]float64, n string) string {
@@ -252,8 +273,8 @@ func runBenchBackends(ctx context.Context, args []string, std stdio) error {
 	if len(withMem) == 0 {
 		return nil
 	}
-	fmt.Fprintln(std.out, "\nmemory, MiB, p50: host cgroup and QEMU's RSS right after create (idle); the guest's own use after the program")
-	tw = tabwriter.NewWriter(std.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "\nmemory, MiB, p50: host cgroup and QEMU's RSS right after create (idle); the guest's own use after the program")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "program\trunner\tcgroup idle\tVMM RSS idle\tguest used\t")
 	for _, r := range withMem {
 		mb := func(n string) string {
@@ -337,7 +358,8 @@ func newBenchRunner(ctx context.Context, name string, img *airlock.Image, work, 
 		var r [2]byte
 		rand.Read(r[:])
 		b, err := microvm.New(microvm.Config{
-			StateDir: filepath.Join(work, "microvm"), ImageStateDir: stateDir, KernelDir: kdir, Driver: drv,
+			StateDir: filepath.Join(work, "microvm"), Driver: drv,
+			BuildGuest:   image.GuestBuilder(image.GuestConfig{StateDir: stateDir, KernelDir: kdir}),
 			CgroupParent: "airlock-bench-vm-" + newID(),
 			// A block of host uids of its own, apart from a node's.
 			UIDBase: microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096, UIDCount: 4096,
@@ -421,7 +443,6 @@ func backendRunner(name string, b airlock.Backend, img *airlock.Image, done func
 		mem[k] = append(mem[k], v)
 	}
 	snap, canSnap := b.(airlock.Snapshotter)
-	canSnap = canSnap && b.Capabilities().Snapshot
 	ckpt := ""
 	cleanup := func() {
 		if ckpt != "" {

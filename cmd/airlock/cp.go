@@ -35,12 +35,6 @@ flags:
   --url URL, --key KEY  server and API key (see airlock session -h)
 `
 
-func init() {
-	register("cp", "copy a file into or out of a session", func(ctx context.Context, args []string) error {
-		return runCp(ctx, args, osStdio())
-	})
-}
-
 var remoteSpec = regexp.MustCompile(`^([A-Za-z0-9_-]{1,64}):(.*)$`)
 
 // splitRemote splits SESSION:PATH; ok is false for a local path.
@@ -58,18 +52,18 @@ func runCp(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 2 {
-		return usageError(std.err, "cp", 2, "want SRC and DST")
+		return usageError(std.err, "cp", "want SRC and DST")
 	}
 	srcID, srcPath, srcRemote := splitRemote(pos[0])
 	dstID, dstPath, dstRemote := splitRemote(pos[1])
 	switch {
 	case srcRemote == dstRemote:
-		return usageError(std.err, "cp", 2, "exactly one of SRC and DST must be SESSION:PATH")
+		return usageError(std.err, "cp", "exactly one of SRC and DST must be SESSION:PATH")
 	case srcRemote && srcPath == "":
-		return usageError(std.err, "cp", 2, "give the file's PATH after SESSION:")
+		return usageError(std.err, "cp", "give the file's PATH after SESSION:")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -102,7 +96,7 @@ func upload(ctx context.Context, c *client.Client, std stdio, srv *serverFlags, 
 	}
 	if remote == "" || strings.HasSuffix(remote, "/") {
 		if local == "-" {
-			return usageError(std.err, "cp", 2, "stdin has no name: give the file's PATH after SESSION:")
+			return usageError(std.err, "cp", "stdin has no name: give the file's PATH after SESSION:")
 		}
 		remote += name
 	}
@@ -125,7 +119,7 @@ func download(ctx context.Context, c *client.Client, std stdio, srv *serverFlags
 	base := path.Base(remote)
 	if fi, err := os.Stat(local); err == nil && fi.IsDir() || strings.HasSuffix(local, string(filepath.Separator)) {
 		if base == "." || base == "/" || base == ".." {
-			return usageError(std.err, "cp", 2, "%s names no file", remote)
+			return usageError(std.err, "cp", "%s names no file", remote)
 		}
 		local = filepath.Join(local, base)
 	}
@@ -141,6 +135,9 @@ func download(ctx context.Context, c *client.Client, std stdio, srv *serverFlags
 	}
 	if err == nil {
 		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = giveToInvoker(tmp.Name())
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), local)

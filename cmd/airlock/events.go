@@ -13,7 +13,7 @@ import (
 )
 
 const eventsUsage = `usage:
-  airlock events [--tenant NAME] [--limit N] [--before ID] [--json] [--state-dir DIR]
+  airlock events [--tenant NAME] [--limit N] [--before ID] [-o json|table] [--state-dir DIR]
 
 Lists the abuse events of this node's store, newest first: every tenant's,
 or one tenant's with --tenant. Each says the detector (mining, scanning,
@@ -25,16 +25,10 @@ flags:
   --tenant NAME    only this tenant's events
   --limit N        at most N events (default 50, at most 500)
   --before ID      events recorded before this one (the last ID of a page)
-  --json           one JSON object per line
+  -o json          one JSON object per line (--json: deprecated)
   --state-dir DIR  the node's state directory (default $AIRLOCK_STATE_DIR,
                    else /var/lib/airlock)
 `
-
-func init() {
-	register("events", "deprecated: use 'airlock admin events' (list the abuse events of this node's store)", func(ctx context.Context, args []string) error {
-		return runEvents(ctx, args, osStdio())
-	})
-}
 
 func runEvents(ctx context.Context, args []string, std stdio) error {
 	deprecated(std, "events", "airlock admin events")
@@ -43,16 +37,17 @@ func runEvents(ctx context.Context, args []string, std stdio) error {
 	tenant := fs.String("tenant", "", "")
 	limit := fs.Int("limit", 50, "")
 	before := fs.String("before", "", "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "events", 2, "events takes no arguments")
+		return usageError(std.err, "events", "events takes no arguments")
 	}
 	if *limit < 1 || *limit > 500 {
-		return usageError(std.err, "events", 2, "--limit must be from 1 to 500")
+		return usageError(std.err, "events", "--limit must be from 1 to 500")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -78,7 +73,7 @@ func runEvents(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if out.json(std) {
 		enc := json.NewEncoder(std.out)
 		for _, ev := range evs {
 			if err := enc.Encode(struct {

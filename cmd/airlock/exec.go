@@ -32,15 +32,9 @@ flags:
 
 exit status:
   the command's; 124 or 137 if it timed out or was killed and reported 0;
-  125 if airlock itself failed (bad usage, network, API error, the session
-  ended)
+  2 on bad usage; 125 if airlock itself failed (network, API error, the
+  session ended)
 `
-
-func init() {
-	register("exec", "run a command in a session, streaming its output", func(ctx context.Context, args []string) error {
-		return runExec(ctx, args, osStdio())
-	})
-}
 
 // envFlag collects --env KEY=VALUE.
 type envFlag map[string]string
@@ -75,10 +69,10 @@ func runExec(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, exitAirlockFailed)
+		return flagErr(err)
 	}
 	if len(pos) < 2 {
-		return usageError(std.err, "exec", exitAirlockFailed, "want SESSION and a command")
+		return usageError(std.err, "exec", "want SESSION and a command")
 	}
 	id := pos[0]
 	req := airlock.SessionExecRequest{Cwd: cwd, TimeoutSec: timeout}

@@ -77,19 +77,19 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // usageError reports a command-line mistake: it prints the message and a
-// hint, and exits with code.
-func usageError(w io.Writer, cmd string, code int, format string, args ...any) error {
+// hint, and exits 2.
+func usageError(w io.Writer, cmd string, format string, args ...any) error {
 	fmt.Fprintf(w, "airlock %s: %s\nRun 'airlock %s -h' for usage.\n", cmd, fmt.Sprintf(format, args...), cmd)
-	return exitError{code}
+	return exitError{exitUsage}
 }
 
-// flagErr turns a parse error into an exit: 0 for -h, code otherwise (the
+// flagErr turns a parse error into an exit: 0 for -h, 2 otherwise (the
 // flag package has already printed the error and the usage).
-func flagErr(err error, code int) error {
+func flagErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitError{0}
 	}
-	return exitError{code}
+	return exitError{exitUsage}
 }
 
 // envOr returns the environment variable, or def if it is unset or empty.
@@ -103,35 +103,62 @@ func envOr(key, def string) string {
 // stateDirDefault is $AIRLOCK_STATE_DIR or /var/lib/airlock.
 func stateDirDefault() string { return envOr(envStateDir, fallbackStateDir) }
 
-// serverFlags are --url and --key, shared by the commands that call a
-// server.
+// serverFlags are --url, --key and --profile, shared by the commands
+// that call a server with a tenant's key.
 type serverFlags struct {
-	url, key string
+	url, key, profile string
+
+	loaded bool
+	prof   *profileEntry
+	err    error
 }
 
 func (s *serverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.url, "url", "", "server URL")
 	fs.StringVar(&s.key, "key", "", "API key")
+	fs.StringVar(&s.profile, "profile", "", "profile name")
 }
 
-// serverURL is --url, else $AIRLOCK_URL, else the local default.
+// loadProfile reads the profile once: the one --profile or
+// $AIRLOCK_PROFILE names, else the current one (none is not an error).
+func (s *serverFlags) loadProfile() (*profileEntry, error) {
+	if !s.loaded {
+		s.loaded = true
+		ps, err := loadProfiles()
+		if err == nil {
+			_, s.prof, err = ps.pick(s.profile)
+		}
+		s.err = err
+	}
+	return s.prof, s.err
+}
+
+// serverURL is --url, else $AIRLOCK_URL, else the profile's, else the
+// local default.
 func (s *serverFlags) serverURL() string {
-	if s.url != "" {
-		return s.url
+	p, _ := s.loadProfile()
+	if p == nil {
+		p = &profileEntry{}
 	}
-	return envOr(envURL, fallbackURL)
+	return firstOf(s.url, os.Getenv(envURL), p.URL, fallbackURL)
 }
 
-// apiKey is --key, else $AIRLOCK_API_KEY, else the state dir's default.key
-// if it can be read, else "".
+// apiKey is --key, else $AIRLOCK_API_KEY, else the profile's, else the
+// state dir's default.key if it can be read, else "".
 func (s *serverFlags) apiKey() string {
-	if s.key != "" {
-		return s.key
+	p, _ := s.loadProfile()
+	if p == nil {
+		p = &profileEntry{}
 	}
-	if k := os.Getenv(envAPIKey); k != "" {
+	if k := firstOf(s.key, os.Getenv(envAPIKey), p.APIKey); k != "" {
 		return k
 	}
-	f, err := os.Open(filepath.Join(stateDirDefault(), defaultKeyFile))
+	return readKeyFile(filepath.Join(stateDirDefault(), defaultKeyFile))
+}
+
+// readKeyFile returns the trimmed contents of a small key file, or "".
+func readKeyFile(path string) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
@@ -143,15 +170,29 @@ func (s *serverFlags) apiKey() string {
 	return strings.TrimSpace(string(b))
 }
 
-// client returns an API client for the flags; hc may be nil.
+// client returns an API client for the flags; hc may be nil. A profile
+// that was asked for and does not exist is an error.
 func (s *serverFlags) client(hc *http.Client) (*client.Client, error) {
-	return client.New(client.Config{
+	if _, err := s.loadProfile(); err != nil {
+		return nil, setupError{err}
+	}
+	c, err := client.New(client.Config{
 		BaseURL:    s.serverURL(),
 		APIKey:     s.apiKey(),
 		HTTPClient: hc,
 		UserAgent:  "airlock-cli/1",
 	})
+	if err != nil {
+		return nil, setupError{err}
+	}
+	return c, nil
 }
+
+// setupError is a failure before any request: a missing profile, a bad
+// URL. It is reported as it is, not as a network error.
+type setupError struct{ error }
+
+func (e setupError) Unwrap() error { return e.error }
 
 // newID returns a new random ID: a ULID (sortable by time, 80 random bits
 // from crypto/rand), the same form the sqlite store makes.

@@ -7,43 +7,33 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/service/image"
 )
 
-func init() {
-	register("image", "build and list sandbox images", runImage)
-}
-
-const imageUsage = `usage:
+const imageUsage = `usage (airlock node image; "airlock image" is deprecated):
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] [--guest] NAME...   (NAME may be "all")
   airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
-  airlock image ls [--state-dir DIR]
+  airlock image ls [--state-dir DIR] [-o json|table]
   airlock image prune [--state-dir DIR] [--agent PATH]   (removes images other than the current one of each name)`
 
-func runImage(ctx context.Context, args []string) error {
+func runImage(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, imageUsage)
-		return exitError{2}
+		return errUsage("node image", "want a subcommand: build, ls, scan or prune")
 	}
 	switch args[0] {
 	case "build":
 		return runImageBuild(ctx, args[1:])
 	case "ls", "list":
-		return runImageList(ctx, args[1:])
+		return runImageList(ctx, args[1:], std)
 	case "scan":
 		return runImageScan(ctx, args[1:])
 	case "prune":
 		return runImagePrune(ctx, args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprintln(os.Stderr, imageUsage)
-		return nil
 	}
-	fmt.Fprintf(os.Stderr, "airlock image: unknown subcommand %q\n%s\n", args[0], imageUsage)
-	return exitError{2}
+	return errUsage("node image", "unknown subcommand %q (want build, ls, scan or prune)", args[0])
 }
 
 // defaultAgent is airlock-agent next to the running airlock executable.
@@ -72,7 +62,7 @@ func runImageBuild(ctx context.Context, args []string) error {
 	guest := fs.Bool("guest", false, "also build each image's microVM guest artefacts (kernel, initramfs, root disk) from the kernel scripts/setup.sh unpacked into the state directory; the microvm backend otherwise builds them at its first boot of the image")
 	names, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(names) == 0 {
 		fs.Usage()
@@ -139,15 +129,17 @@ func runImageBuild(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runImageList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("airlock image ls", flag.ContinueOnError)
-	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err, 2)
+func runImageList(ctx context.Context, args []string, std stdio) error {
+	fs := newFlagSet("node image ls", imageUsage+"\n", std.err)
+	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	var out outputFlags
+	out.register(fs, false)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return flagErr(err)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: airlock image ls [--state-dir DIR]")
-		return exitError{2}
+	if len(pos) > 0 {
+		return errUsage("node image ls", "unexpected argument %q", pos[0])
 	}
 	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir})
 	if err != nil {
@@ -157,13 +149,14 @@ func runImageList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHASH\tSIZE\tBUILT")
-	for _, img := range imgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Name, image.Short(img.Hash), image.HumanSize(img.SizeBytes),
-			img.BuiltAt.Local().Format("2006-01-02 15:04:05"))
+	if out.json(std) {
+		return writeJSON(std.out, map[string]any{"images": imgs})
 	}
-	return tw.Flush()
+	t := newTable(std.out, "NAME", "HASH", "SIZE", "BUILT")
+	for _, img := range imgs {
+		t.row(img.Name, image.Short(img.Hash), image.HumanSize(img.SizeBytes), img.BuiltAt.Local().Format("2006-01-02 15:04:05"))
+	}
+	return t.flush()
 }
 
 func runImagePrune(ctx context.Context, args []string) error {
@@ -171,7 +164,7 @@ func runImagePrune(ctx context.Context, args []string) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	agent := fs.String("agent", "", "the node's airlock-agent: images for it are kept (default: next to airlock)")
 	if err := fs.Parse(args); err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: airlock image prune [--state-dir DIR] [--agent PATH]")

@@ -62,7 +62,7 @@ func runImageScan(ctx context.Context, args []string) error {
 	hs.register(fs)
 	names, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(names) == 0 {
 		fmt.Fprintln(os.Stderr, imageScanUsage)

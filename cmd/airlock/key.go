@@ -24,16 +24,10 @@ flags:
                    else /var/lib/airlock)
 `
 
-func init() {
-	register("key", "deprecated: use 'airlock admin key' (create API keys in this node's store)", func(ctx context.Context, args []string) error {
-		return runKey(ctx, args, osStdio())
-	})
-}
-
 func runKey(ctx context.Context, args []string, std stdio) error {
 	deprecated(std, "key", "airlock admin key")
 	if len(args) == 0 {
-		return usageError(std.err, "key", 2, "want a subcommand: create")
+		return usageError(std.err, "key", "want a subcommand: create")
 	}
 	switch args[0] {
 	case "create":
@@ -42,7 +36,7 @@ func runKey(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, keyUsage)
 		return nil
 	}
-	return usageError(std.err, "key", 2, "unknown subcommand %q (want create)", args[0])
+	return usageError(std.err, "key", "unknown subcommand %q (want create)", args[0])
 }
 
 func runKeyCreate(ctx context.Context, args []string, std stdio) error {
@@ -51,10 +45,10 @@ func runKeyCreate(ctx context.Context, args []string, std stdio) error {
 	format := fs.String("format", "airlock", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "key", 2, "create wants one TENANT")
+		return usageError(std.err, "key", "create wants one TENANT")
 	}
 	newKey := airlock.NewAPIKey
 	switch *format {
@@ -62,7 +56,7 @@ func runKeyCreate(ctx context.Context, args []string, std stdio) error {
 	case "e2b":
 		newKey = airlock.NewE2BAPIKey
 	default:
-		return usageError(std.err, "key", 2, "unknown --format %q (want airlock or e2b)", *format)
+		return usageError(std.err, "key", "unknown --format %q (want airlock or e2b)", *format)
 	}
 	name := pos[0]
 	if err := validTenantName(name); err != nil {

@@ -33,20 +33,14 @@ flags:
                    else /var/lib/airlock)
 `
 
-func init() {
-	register("master-key", "generate, identify and rotate the master key that wraps snapshot keys", func(ctx context.Context, args []string) error {
-		return runMasterKey(ctx, args, osStdio())
-	})
-}
-
 func runMasterKey(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "master-key", 2, "want a subcommand: generate, id or rotate")
+		return usageError(std.err, "master-key", "want a subcommand: generate, id or rotate")
 	}
 	switch args[0] {
 	case "generate":
 		if len(args) != 2 {
-			return usageError(std.err, "master-key", 2, "generate wants one FILE")
+			return usageError(std.err, "master-key", "generate wants one FILE")
 		}
 		k, text := seal.GenerateMasterKey()
 		f, err := os.OpenFile(args[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -64,7 +58,7 @@ func runMasterKey(ctx context.Context, args []string, std stdio) error {
 		return nil
 	case "id":
 		if len(args) != 2 {
-			return usageError(std.err, "master-key", 2, "id wants one FILE")
+			return usageError(std.err, "master-key", "id wants one FILE")
 		}
 		k, err := seal.LoadMasterKey(args[1])
 		if err != nil {
@@ -78,7 +72,7 @@ func runMasterKey(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, masterKeyUsage)
 		return nil
 	}
-	return usageError(std.err, "master-key", 2, "unknown subcommand %q (want generate, id or rotate)", args[0])
+	return usageError(std.err, "master-key", "unknown subcommand %q (want generate, id or rotate)", args[0])
 }
 
 func runMasterKeyRotate(ctx context.Context, args []string, std stdio) error {
@@ -88,10 +82,10 @@ func runMasterKeyRotate(ctx context.Context, args []string, std stdio) error {
 	to := fs.String("to", "", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 || *from == "" || *to == "" {
-		return usageError(std.err, "master-key", 2, "rotate wants --from OLD_FILE and --to NEW_FILE")
+		return usageError(std.err, "master-key", "rotate wants --from OLD_FILE and --to NEW_FILE")
 	}
 	oldKey, err := seal.LoadMasterKey(*from)
 	if err != nil {

@@ -28,12 +28,6 @@ flags:
   --verbose     log every tool call on stderr
 `
 
-func init() {
-	register("mcp", "serve Airlock's tools to an MCP client over stdio", func(ctx context.Context, args []string) error {
-		return runMCP(ctx, args, osStdio())
-	})
-}
-
 func runMCP(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("mcp", mcpUsage, std.err)
 	var srv serverFlags
@@ -41,10 +35,10 @@ func runMCP(ctx context.Context, args []string, std stdio) error {
 	verbose := fs.Bool("verbose", false, "log every tool call")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) > 0 {
-		return usageError(std.err, "mcp", 2, "unexpected argument %q", pos[0])
+		return usageError(std.err, "mcp", "unexpected argument %q", pos[0])
 	}
 	c, err := srv.client(nil)
 	if err != nil {

@@ -31,12 +31,6 @@ flags:
   --url URL, --key KEY server and API key (see airlock session -h)
 `
 
-func init() {
-	register("repl", "a persistent Python or Node context of a session at the terminal", func(ctx context.Context, args []string) error {
-		return runRepl(ctx, args, osStdio())
-	})
-}
-
 func runRepl(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("repl", replUsage, std.err)
 	var (
@@ -52,13 +46,13 @@ func runRepl(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "repl", 2, "want one SESSION")
+		return usageError(std.err, "repl", "want one SESSION")
 	}
 	if !airlock.ContextLanguage(lang).Valid() {
-		return usageError(std.err, "repl", 2, "unknown language %q (python or node)", lang)
+		return usageError(std.err, "repl", "unknown language %q (python or node)", lang)
 	}
 	id := pos[0]
 	c, err := srv.client(nil)
@@ -149,10 +143,14 @@ func saveFigure(dir string, n int, data string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirForInvoker(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("figure-%d.png", n)), b, 0o644)
+	p := filepath.Join(dir, fmt.Sprintf("figure-%d.png", n))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		return err
+	}
+	return giveToInvoker(p)
 }
 
 // readCell reads one cell: a line, or a block that goes on until a blank

@@ -16,11 +16,6 @@ import (
 	"github.com/airlockhq/airlock/client"
 )
 
-// exitAirlockFailed is the exit status when airlock itself failed (bad
-// usage, network, API error, artifact not saved), as docker run does, so
-// it is told apart from the program's own statuses.
-const exitAirlockFailed = 125
-
 const runUsage = `usage: airlock run [flags] FILE|-
 
 Runs FILE, or the code on stdin with "-", once in a fresh sandbox on an
@@ -38,25 +33,22 @@ flags:
   --out DIR            save every artifact into DIR (created 0755), under
                        its base name; unsafe names are refused
   --agent-id ID        agent to record with the execution (X-Agent-Id)
-  --url URL            server (default $AIRLOCK_URL, else
-                       http://127.0.0.1:8080)
-  --key KEY            API key (default $AIRLOCK_API_KEY, else the file
-                       $AIRLOCK_STATE_DIR/default.key; state dir default
-                       /var/lib/airlock)
+  --url URL            server (default $AIRLOCK_URL, else the profile's,
+                       else http://127.0.0.1:8080)
+  --key KEY            API key (default $AIRLOCK_API_KEY, else the
+                       profile's, else the file
+                       $AIRLOCK_STATE_DIR/default.key when readable)
+  --profile NAME       the profile to use (default $AIRLOCK_PROFILE, else
+                       the current one; see airlock login)
 
 exit status:
   the program's exit status; a program that timed out or was killed for
   memory but reported 0 exits 124 or 137; a status outside 0-255 exits 255
-  125  airlock itself failed: bad usage, unreadable FILE, network or API
-       error, the server failed the run, or an artifact could not be saved
-       (a program exiting 125 looks the same)
+  2    bad usage (nothing was sent)
+  125  airlock itself failed: unreadable FILE, network or API error (a
+       refused key too), the server failed the run, or an artifact could
+       not be saved (a program exiting 125 looks the same)
 `
-
-func init() {
-	register("run", "run a file once in a fresh sandbox and print its output", func(ctx context.Context, args []string) error {
-		return runRun(ctx, args, osStdio())
-	})
-}
 
 // languageByExt maps a file extension (lower case) to its language.
 var languageByExt = map[string]airlock.Language{
@@ -89,27 +81,27 @@ func runRun(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, exitAirlockFailed)
+		return flagErr(err)
 	}
 	switch {
 	case len(pos) != 1:
-		return usageError(std.err, "run", exitAirlockFailed, "want one FILE, or - for stdin")
+		return usageError(std.err, "run", "want one FILE, or - for stdin")
 	case timeout < 0:
-		return usageError(std.err, "run", exitAirlockFailed, "--timeout must not be negative")
+		return usageError(std.err, "run", "--timeout must not be negative")
 	}
 	file := pos[0]
 
 	req := airlock.ExecuteRequest{Language: airlock.Language(lang), Image: image, TimeoutSec: timeout}
 	switch {
 	case lang != "" && !req.Language.Valid():
-		return usageError(std.err, "run", exitAirlockFailed, "unknown language %q (one of python, bash, node, sql)", lang)
+		return usageError(std.err, "run", "unknown language %q (one of python, bash, node, sql)", lang)
 	case lang != "":
 	case file == "-":
-		return usageError(std.err, "run", exitAirlockFailed, "code on stdin needs -l LANG (python, bash, node or sql)")
+		return usageError(std.err, "run", "code on stdin needs -l LANG (python, bash, node or sql)")
 	default:
 		l, ok := languageForFile(file)
 		if !ok {
-			return usageError(std.err, "run", exitAirlockFailed, "cannot tell the language of %q from its extension: give -l LANG (python, bash, node or sql)", file)
+			return usageError(std.err, "run", "cannot tell the language of %q from its extension: give -l LANG (python, bash, node or sql)", file)
 		}
 		req.Language = l
 	}
@@ -221,7 +213,13 @@ func runExitCode(e *airlock.Execution) int {
 // problem's title and detail, or what went wrong on the way.
 func describeError(err error, serverURL string) string {
 	var ce *client.Error
+	var se setupError
 	switch {
+	case errors.As(err, &se):
+		if airlock.ErrorCode(se.error) != airlock.EINTERNAL {
+			return printableText(airlock.ErrorMessage(se.error))
+		}
+		return printableText(se.Error())
 	case errors.As(err, &ce):
 		msg := ce.Title
 		if ce.Detail != "" && ce.Detail != ce.Title {
@@ -282,7 +280,7 @@ func artifactName(filename string) (string, error) {
 // nothing outside dir is written. It reports each file on w and returns an
 // error if any artifact was not saved.
 func saveArtifacts(ctx context.Context, c *client.Client, dir string, arts []airlock.Artifact, w io.Writer) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirForInvoker(dir, 0o755); err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(dir)
@@ -334,6 +332,11 @@ func saveArtifact(ctx context.Context, c *client.Client, root *os.Root, name str
 	}
 	if err = f.Chmod(0o644); err != nil {
 		return n, err
+	}
+	if uid, gid, ok := invoker(); ok {
+		if err = f.Chown(uid, gid); err != nil {
+			return n, err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return n, err

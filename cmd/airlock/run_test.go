@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -233,16 +232,7 @@ func runCLI(t *testing.T, fn func(context.Context, []string, stdio) error, stdin
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := fn(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errb})
-	code := 0
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		errb.WriteString("MAIN: " + err.Error() + "\n")
-		code = 1
-	}
+	code := exitStatus(err, []string{"MAIN"}, &errb)
 	return out.String(), errb.String(), code
 }
 
@@ -330,21 +320,24 @@ func TestRun(t *testing.T) {
 			t.Errorf("exit %d stderr %q", code, errs)
 		}
 	})
-	t.Run("usage errors exit 125", func(t *testing.T) {
+	t.Run("usage errors exit 2, other failures before the run 125", func(t *testing.T) {
 		before := f.executes.Load()
-		for _, args := range [][]string{
-			{},
-			{prog("x.txt", "ok")},
-			{"-"},
-			{"-l", "cobol", "-"},
-			{"--timeout", "-1", prog("t.py", "ok")},
-			{"--no-such-flag", prog("t.py", "ok")},
-			{filepath.Join(dir, "missing.py")},
-			{"a.py", "b.py"},
-			{"--url", "ftp://x", prog("t.py", "ok")},
+		for _, tt := range []struct {
+			args []string
+			code int
+		}{
+			{[]string{}, 2},
+			{[]string{prog("x.txt", "ok")}, 2},
+			{[]string{"-"}, 2},
+			{[]string{"-l", "cobol", "-"}, 2},
+			{[]string{"--timeout", "-1", prog("t.py", "ok")}, 2},
+			{[]string{"--no-such-flag", prog("t.py", "ok")}, 2},
+			{[]string{"a.py", "b.py"}, 2},
+			{[]string{filepath.Join(dir, "missing.py")}, 125},
+			{[]string{"--url", "ftp://x", prog("t.py", "ok")}, 125},
 		} {
-			if _, errs, code := runCLI(t, runRun, "", args...); code != 125 || errs == "" {
-				t.Errorf("%q: exit %d stderr %q, want 125 and a message", args, code, errs)
+			if _, errs, code := runCLI(t, runRun, "", tt.args...); code != tt.code || errs == "" {
+				t.Errorf("%q: exit %d stderr %q, want %d and a message", tt.args, code, errs, tt.code)
 			}
 		}
 		if f.executes.Load() != before {

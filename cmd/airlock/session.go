@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -15,9 +13,10 @@ import (
 const sessionUsage = `usage:
   airlock session create [--image NAME] [--size small|medium|large]
                          [--timeout SEC] [--idle-timeout SEC]
-                         [--idempotency-key KEY] [--from-snapshot ID] [--json]
-  airlock session ls [--all] [--json]
-  airlock session show SESSION
+                         [--idempotency-key KEY] [--from-snapshot ID]
+                         [-o json|table]
+  airlock session ls [--all] [-o json|table]
+  airlock session show SESSION [-o json|table]
   airlock session extend SESSION SEC
   airlock session rm SESSION...
   airlock session pause|resume SESSION, fork SESSION [--count N] [--memory]
@@ -26,10 +25,10 @@ const sessionUsage = `usage:
 Manages sessions: sandboxes kept for many calls (airlock exec, cp, repl)
 until their timeout, their idle timeout or rm.
 
-  create  makes a session and prints its ID (the whole record with --json),
-          so that S=$(airlock session create) works
+  create  makes a session and prints its ID (the whole record with -o json
+          or -o table), so that S=$(airlock session create) works
   ls      lists live sessions, newest first (--all: ended ones too)
-  show    prints a session's record as JSON: state, limits, usage, expiry
+  show    prints a session's record: state, limits, usage, expiry
   extend  sets a session to expire SEC seconds from now
   rm      destroys sessions and everything in them
 
@@ -41,20 +40,16 @@ flags:
   --idempotency-key KEY   a retry with the same key gets the same session
   --from-snapshot ID      start with the workspace (or whole sandbox) of a
                           snapshot (airlock snapshot)
-  --url URL, --key KEY    server and API key (default $AIRLOCK_URL and
-                          $AIRLOCK_API_KEY, else http://127.0.0.1:8080 and
-                          $AIRLOCK_STATE_DIR/default.key)
+  -o, --output FORMAT     table or json (--json: deprecated, -o json)
+  --url URL, --key KEY, --profile NAME
+                          server, API key and profile (default $AIRLOCK_URL,
+                          $AIRLOCK_API_KEY and $AIRLOCK_PROFILE, else the
+                          current profile; see airlock login)
 `
-
-func init() {
-	register("session", "create, list, show, extend and remove sessions", func(ctx context.Context, args []string) error {
-		return runSession(ctx, args, osStdio())
-	})
-}
 
 func runSession(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "session", 2, "want a subcommand: create, ls, show, extend or rm")
+		return usageError(std.err, "session", "want a subcommand: create, ls, show, extend or rm")
 	}
 	switch args[0] {
 	case "create", "new":
@@ -73,7 +68,7 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, sessionUsage)
 		return nil
 	}
-	return usageError(std.err, "session", 2, "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
+	return usageError(std.err, "session", "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
 }
 
 // apiFailed prints an API error and returns exit status 1.
@@ -82,18 +77,13 @@ func apiFailed(std stdio, err error, srv *serverFlags) error {
 	return exitError{1}
 }
 
-func printJSON(std stdio, v any) {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	std.out.Write(append(b, '\n'))
-}
-
 func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("session create", sessionUsage, std.err)
 	var (
 		req     airlock.CreateSessionRequest
 		size    string
 		key     string
-		asJSON  bool
+		out     outputFlags
 		srv     serverFlags
 		timeout int
 		idle    int
@@ -104,14 +94,14 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&idle, "idle-timeout", 0, "")
 	fs.StringVar(&key, "idempotency-key", "", "")
 	fs.StringVar(&req.FromSnapshot, "from-snapshot", "", "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "session create", 2, "unexpected argument %q", pos[0])
+		return usageError(std.err, "session create", "unexpected argument %q", pos[0])
 	}
 	req.Size, req.TimeoutS, req.IdleTimeoutS = airlock.SessionSize(size), timeout, idle
 	c, err := srv.client(nil)
@@ -126,9 +116,11 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return apiFailed(std, err, &srv)
 	}
-	if asJSON {
-		printJSON(std, s)
-		return nil
+	switch {
+	case out.json(std):
+		return writeJSON(std.out, s)
+	case out.format == formatTable:
+		return writeRecord(std.out, s)
 	}
 	fmt.Fprintln(std.out, s.ID)
 	return nil
@@ -136,17 +128,18 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 
 func runSessionList(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("session ls", sessionUsage, std.err)
-	var all, asJSON bool
+	var all bool
 	var srv serverFlags
+	var out outputFlags
 	fs.BoolVar(&all, "all", false, "")
-	fs.BoolVar(&asJSON, "json", false, "")
+	out.register(fs, true)
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "session ls", 2, "unexpected argument %q", pos[0])
+		return usageError(std.err, "session ls", "unexpected argument %q", pos[0])
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -165,33 +158,28 @@ func runSessionList(ctx context.Context, args []string, std stdio) error {
 		}
 		before = page.NextCursor
 	}
-	if asJSON {
-		printJSON(std, sessions)
-		return nil
+	if out.json(std) {
+		return writeJSON(std.out, sessions)
 	}
-	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tSIZE\tCREATED\tEXPIRES\tENDED")
+	t := newTable(std.out, "ID", "STATE", "IMAGE", "SIZE", "CREATED", "EXPIRES", "ENDED")
 	for _, s := range sessions {
-		ended := ""
-		if s.EndReason != "" {
-			ended = s.EndReason
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, printableText(s.Image), s.Size,
-			s.CreatedAt.Local().Format(time.DateTime), s.ExpiresAt.Local().Format(time.DateTime), ended)
+		t.row(s.ID, s.State, s.Image, s.Size, s.CreatedAt.Local().Format(time.DateTime), s.ExpiresAt.Local().Format(time.DateTime), s.EndReason)
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 func runSessionShow(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("session show", sessionUsage, std.err)
 	var srv serverFlags
+	var out outputFlags
 	srv.register(fs)
+	out.register(fs, false)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "session show", 2, "want one SESSION")
+		return usageError(std.err, "session show", "want one SESSION")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -201,8 +189,10 @@ func runSessionShow(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return apiFailed(std, err, &srv)
 	}
-	printJSON(std, s)
-	return nil
+	if out.json(std) {
+		return writeJSON(std.out, s)
+	}
+	return writeRecord(std.out, s)
 }
 
 func runSessionExtend(ctx context.Context, args []string, std stdio) error {
@@ -211,14 +201,14 @@ func runSessionExtend(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 2 {
-		return usageError(std.err, "session extend", 2, "want SESSION and SEC")
+		return usageError(std.err, "session extend", "want SESSION and SEC")
 	}
 	secs, err := strconv.Atoi(pos[1])
 	if err != nil || secs < 1 {
-		return usageError(std.err, "session extend", 2, "SEC must be a whole number of seconds, at least 1")
+		return usageError(std.err, "session extend", "SEC must be a whole number of seconds, at least 1")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -238,10 +228,10 @@ func runSessionRemove(ctx context.Context, args []string, std stdio) error {
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) == 0 {
-		return usageError(std.err, "session rm", 2, "want one or more SESSION IDs")
+		return usageError(std.err, "session rm", "want one or more SESSION IDs")
 	}
 	c, err := srv.client(nil)
 	if err != nil {

@@ -35,15 +35,12 @@ func cli(t *testing.T, run func(context.Context, []string, stdio) error, stdin s
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := run(ctx, args, stdio{in: strings.NewReader(stdin), out: &out, err: &errb})
-	code := 0
 	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-	case err != nil:
+	var ue *usageErr
+	if err != nil && !errors.As(err, &ee) && !errors.As(err, &ue) {
 		t.Fatalf("%v: %v", args, err)
 	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), exitStatus(err, nil, &errb)
 }
 
 // The session commands end to end: create, cp both ways, exec (streaming,

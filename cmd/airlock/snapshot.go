@@ -4,20 +4,20 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
 )
 
 const snapshotUsage = `usage:
-  airlock snapshot create SESSION [--name NAME] [--memory] [--json]
-  airlock snapshot ls [--json]
-  airlock snapshot show SNAPSHOT
+  airlock snapshot create SESSION [--name NAME] [--memory] [-o json|table]
+  airlock snapshot ls [-o json|table]
+  airlock snapshot show SNAPSHOT [-o json|table]
   airlock snapshot rm SNAPSHOT...
   airlock session pause SESSION
   airlock session resume SESSION
-  airlock session fork SESSION [--count N] [--memory] [--json]
+  airlock session fork SESSION [--count N] [--memory] [-o json|table]
 
 Snapshots are sealed copies of a session's workspace (with --memory, of
 the whole sandbox); a new session starts from one with
@@ -26,102 +26,105 @@ to disk and frees its sandbox; resume restores it. Fork makes N new
 sessions from one (with --memory, its processes too, reseeded).
 
 flags:
-  --url URL, --key KEY    server and API key (default $AIRLOCK_URL and
-                          $AIRLOCK_API_KEY, else http://127.0.0.1:8080 and
-                          $AIRLOCK_STATE_DIR/default.key)
+  -o, --output FORMAT     table or json (--json: deprecated, -o json);
+                          create and fork print only IDs without it
+  --url URL, --key KEY, --profile NAME
+                          server, API key and profile (see airlock login)
 `
-
-func init() {
-	register("snapshot", "create, list, show and remove sealed session snapshots", func(ctx context.Context, args []string) error {
-		return runSnapshot(ctx, args, osStdio())
-	})
-}
 
 func runSnapshot(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "snapshot", 2, "want a subcommand: create, ls, show or rm")
+		return errUsage("snapshot", "want a subcommand: create, ls, show or rm")
 	}
-	fs := newFlagSet("snapshot "+args[0], snapshotUsage, std.err)
+	verb := args[0]
+	switch verb {
+	case "create", "ls", "list", "show", "get", "rm", "delete":
+	default:
+		return errUsage("snapshot", "unknown subcommand %q (want create, ls, show or rm)", verb)
+	}
+	fs := newFlagSet("snapshot "+verb, snapshotUsage, std.err)
 	var srv serverFlags
+	var out outputFlags
 	srv.register(fs)
+	out.register(fs, true)
 	name := fs.String("name", "", "")
 	memory := fs.Bool("memory", false, "")
-	asJSON := fs.Bool("json", false, "")
-	switch args[0] {
-	case "create", "ls", "list", "show", "get", "rm", "delete":
-	case "-h", "--help", "help":
-		fmt.Fprint(std.err, snapshotUsage)
-		return nil
-	default:
-		return usageError(std.err, "snapshot", 2, "unknown subcommand %q (want create, ls, show or rm)", args[0])
-	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	c, err := srv.client(nil)
 	if err != nil {
 		return apiFailed(std, err, &srv)
 	}
-	switch args[0] {
+	fail := func(err error) error { return apiFailed(std, err, &srv) }
+	switch verb {
 	case "create":
 		if len(pos) != 1 {
-			return usageError(std.err, "snapshot create", 2, "want one SESSION")
+			return errUsage("snapshot create", "want one SESSION")
 		}
 		s, err := c.CreateSnapshot(ctx, pos[0], airlock.CreateSnapshotRequest{Name: *name, IncludeMemory: *memory})
 		if err != nil {
-			return apiFailed(std, err, &srv)
+			return fail(err)
 		}
-		if *asJSON {
-			printJSON(std, s)
-		} else {
-			fmt.Fprintln(std.out, s.ID)
+		switch {
+		case out.json(std):
+			return writeJSON(std.out, s)
+		case out.format == formatTable:
+			return writeRecord(std.out, s)
 		}
+		fmt.Fprintln(std.out, s.ID)
+		return nil
 	case "ls", "list":
-		var all []*airlock.Snapshot
-		before := ""
-		for {
-			p, err := c.ListSnapshots(ctx, before, 100)
-			if err != nil {
-				return apiFailed(std, err, &srv)
-			}
-			all = append(all, p.Snapshots...)
-			if p.NextCursor == "" {
-				break
-			}
-			before = p.NextCursor
-		}
-		if *asJSON {
-			printJSON(std, all)
-			return nil
-		}
-		tw := tabwriter.NewWriter(std.out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tKIND\tSESSION\tNAME\tBYTES\tCREATED")
-		for _, s := range all {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Kind, s.SessionID, s.Name, s.Bytes, s.CreatedAt.Local().Format(time.DateTime))
-		}
-		tw.Flush()
+		return listSnapshots(ctx, c, &out, std, fail)
 	case "show", "get":
 		if len(pos) != 1 {
-			return usageError(std.err, "snapshot show", 2, "want one SNAPSHOT")
+			return errUsage("snapshot show", "want one SNAPSHOT")
 		}
 		s, err := c.Snapshot(ctx, pos[0])
 		if err != nil {
-			return apiFailed(std, err, &srv)
+			return fail(err)
 		}
-		printJSON(std, s)
-	case "rm", "delete":
-		if len(pos) == 0 {
-			return usageError(std.err, "snapshot rm", 2, "want one or more SNAPSHOT IDs")
+		if out.json(std) {
+			return writeJSON(std.out, s)
 		}
-		for _, id := range pos {
-			if err := c.DeleteSnapshot(ctx, id); err != nil {
-				return apiFailed(std, err, &srv)
-			}
-			fmt.Fprintf(std.out, "%s deleted\n", id)
+		return writeRecord(std.out, s)
+	}
+	if len(pos) == 0 {
+		return errUsage("snapshot rm", "want one or more SNAPSHOT IDs")
+	}
+	for _, id := range pos {
+		if err := c.DeleteSnapshot(ctx, id); err != nil {
+			return fail(err)
 		}
+		fmt.Fprintf(std.out, "%s deleted\n", printableText(id))
 	}
 	return nil
+}
+
+// listSnapshots prints every snapshot of the tenant, following the cursor.
+func listSnapshots(ctx context.Context, c *client.Client, out *outputFlags, std stdio, fail func(error) error) error {
+	var all []*airlock.Snapshot
+	before := ""
+	for {
+		p, err := c.ListSnapshots(ctx, before, 100)
+		if err != nil {
+			return fail(err)
+		}
+		all = append(all, p.Snapshots...)
+		if p.NextCursor == "" {
+			break
+		}
+		before = p.NextCursor
+	}
+	if out.json(std) {
+		return writeJSON(std.out, all)
+	}
+	t := newTable(std.out, "ID", "KIND", "SESSION", "NAME", "BYTES", "CREATED")
+	for _, s := range all {
+		t.row(s.ID, s.Kind, s.SessionID, s.Name, s.Bytes, s.CreatedAt.Local().Format(time.DateTime))
+	}
+	return t.flush()
 }
 
 // runSessionKeep is airlock session pause, resume and fork.
@@ -131,13 +134,14 @@ func runSessionKeep(ctx context.Context, verb string, args []string, std stdio) 
 	srv.register(fs)
 	count := fs.String("count", "1", "")
 	memory := fs.Bool("memory", false, "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "session "+verb, 2, "want one SESSION")
+		return usageError(std.err, "session "+verb, "want one SESSION")
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -157,15 +161,21 @@ func runSessionKeep(ctx context.Context, verb string, args []string, std stdio) 
 	case "fork":
 		n, err := strconv.Atoi(*count)
 		if err != nil || n < 1 {
-			return usageError(std.err, "session fork", 2, "--count must be a whole number, at least 1")
+			return usageError(std.err, "session fork", "--count must be a whole number, at least 1")
 		}
 		r, err := c.ForkSession(ctx, pos[0], airlock.ForkRequest{Count: n, IncludeMemory: *memory})
 		if err != nil {
 			return apiFailed(std, err, &srv)
 		}
-		if *asJSON {
-			printJSON(std, r)
-			return nil
+		switch {
+		case out.json(std):
+			return writeJSON(std.out, r)
+		case out.format == formatTable:
+			t := newTable(std.out, "ID", "STATE", "IMAGE", "EXPIRES")
+			for _, s := range r.Sessions {
+				t.row(s.ID, s.State, s.Image, s.ExpiresAt.Local().Format(time.DateTime))
+			}
+			return t.flush()
 		}
 		for _, s := range r.Sessions {
 			fmt.Fprintln(std.out, s.ID)

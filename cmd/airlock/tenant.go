@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -13,8 +12,8 @@ import (
 const tenantUsage = `usage:
   airlock tenant create NAME [--state-dir DIR]
   airlock tenant set NAME [--first-party[=false]] [--isolation container|kernel|vm|default] [--guard off|warn|block] [--quota KEY=VALUE ...] [--state-dir DIR]
-  airlock tenant ls [--state-dir DIR]
-  airlock tenant usage [NAME] [--json] [--state-dir DIR]
+  airlock tenant ls [-o json|table] [--state-dir DIR]
+  airlock tenant usage [NAME] [-o json|table] [--state-dir DIR]
   airlock tenant quarantine NAME [--reason TEXT] [--state-dir DIR]
   airlock tenant unquarantine NAME [--state-dir DIR]
 
@@ -74,16 +73,10 @@ flags:
                    else /var/lib/airlock)
 `
 
-func init() {
-	register("tenant", "deprecated: use 'airlock admin tenant' (create, list and set tenants (isolation floor, quotas) and show their usage, in this node's store)", func(ctx context.Context, args []string) error {
-		return runTenant(ctx, args, osStdio())
-	})
-}
-
 func runTenant(ctx context.Context, args []string, std stdio) error {
 	deprecated(std, "tenant", "airlock admin tenant")
 	if len(args) == 0 {
-		return usageError(std.err, "tenant", 2, "want a subcommand: create, set, ls or usage")
+		return usageError(std.err, "tenant", "want a subcommand: create, set, ls or usage")
 	}
 	switch args[0] {
 	case "create":
@@ -102,7 +95,7 @@ func runTenant(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, tenantUsage)
 		return nil
 	}
-	return usageError(std.err, "tenant", 2, "unknown subcommand %q (want create, set, ls or usage)", args[0])
+	return usageError(std.err, "tenant", "unknown subcommand %q (want create, set, ls or usage)", args[0])
 }
 
 // validTenantName checks a tenant name: 1-64 characters of [a-z0-9-],
@@ -124,10 +117,10 @@ func runTenantCreate(ctx context.Context, args []string, std stdio) error {
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "tenant", 2, "create wants one NAME")
+		return usageError(std.err, "tenant", "create wants one NAME")
 	}
 	name := pos[0]
 	if err := validTenantName(name); err != nil {
@@ -152,12 +145,14 @@ func runTenantCreate(ctx context.Context, args []string, std stdio) error {
 func runTenantList(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant ls", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
+	var out outputFlags
+	out.register(fs, false)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 0 {
-		return usageError(std.err, "tenant", 2, "ls takes no arguments")
+		return usageError(std.err, "tenant", "ls takes no arguments")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -172,21 +167,32 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tFIRST-PARTY\tISOLATION\tGUARD\tQUARANTINED\tCREATED\tQUOTAS")
+	type row struct {
+		*airlock.Tenant
+		IsolationFloor airlock.Isolation   `json:"isolation_floor"`
+		Quarantine     *airlock.Quarantine `json:"quarantine,omitempty"`
+		Quotas         map[string]int64    `json:"quotas,omitempty"`
+	}
+	rows := make([]row, 0, len(ts))
 	for _, t := range ts {
 		q, err := db.TenantQuarantine(ctx, t.ID)
 		if err != nil {
 			return err
 		}
-		quarantined := "no"
-		if q != nil {
-			quarantined = "since " + q.Since.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", t.ID, printableText(t.Name), t.FirstParty, t.IsolationFloor(), t.Guard.Effective(),
-			quarantined, t.CreatedAt.UTC().Format(time.RFC3339), overrideText(overrides[t.ID]))
+		rows = append(rows, row{Tenant: t, IsolationFloor: t.IsolationFloor(), Quarantine: q, Quotas: overrides[t.ID]})
 	}
-	return tw.Flush()
+	if out.json(std) {
+		return writeJSON(std.out, map[string]any{"tenants": rows})
+	}
+	tb := newTable(std.out, "ID", "NAME", "FIRST-PARTY", "ISOLATION", "GUARD", "QUARANTINED", "CREATED", "QUOTAS")
+	for _, r := range rows {
+		quarantined := "no"
+		if r.Quarantine != nil {
+			quarantined = "since " + r.Quarantine.Since.UTC().Format(time.RFC3339)
+		}
+		tb.row(r.ID, r.Name, r.FirstParty, r.IsolationFloor, r.Guard.Effective(), quarantined, r.CreatedAt.UTC().Format(time.RFC3339), overrideText(r.Quotas))
+	}
+	return tb.flush()
 }
 
 // errNoTenant is returned when a command names a tenant that does not

@@ -20,10 +20,10 @@ func runTenantQuarantine(ctx context.Context, args []string, std stdio, on bool)
 	reason := fs.String("reason", "quarantined by the operator", "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) != 1 {
-		return usageError(std.err, "tenant", 2, "%s wants one NAME", verb)
+		return usageError(std.err, "tenant", "%s wants one NAME", verb)
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {

@@ -42,13 +42,14 @@ type usageRow struct {
 func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("tenant usage", tenantUsage, std.err)
 	stateDir := fs.String("state-dir", stateDirDefault(), "")
-	asJSON := fs.Bool("json", false, "")
+	var out outputFlags
+	out.register(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return flagErr(err, 2)
+		return flagErr(err)
 	}
 	if len(pos) > 1 {
-		return usageError(std.err, "tenant", 2, "usage takes at most one NAME")
+		return usageError(std.err, "tenant", "usage takes at most one NAME")
 	}
 	db, err := openStore(ctx, *stateDir, true)
 	if err != nil {
@@ -71,27 +72,69 @@ func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 		}
 		tenants = one
 	}
-	defaults, err := quota.ReadDefaults(filepath.Join(*stateDir, quota.DefaultsFile))
+	rows, knownDefaults, err := storeUsageRows(ctx, db, tenants, *stateDir, std)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if out.json(std) {
+		enc := json.NewEncoder(std.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tSESSIONS\tRUNS\tEXEC/MIN\tVCPU\tMEMORY\tSANDBOX-S\tEGRESS")
+	for _, r := range rows {
+		fmt.Fprint(tw, printableText(r.Tenant))
+		for _, q := range r.Quotas {
+			k := quota.Key(q.Quota)
+			limit := k.Format(q.Limit)
+			if q.Source == "unknown" {
+				limit = "?"
+			}
+			if q.Source == "tenant" {
+				limit += "*"
+			}
+			fmt.Fprintf(tw, "\t%s/%s", k.Format(q.Used), limit)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(std.out, "used/limit; * an override for the tenant")
+	if !knownDefaults {
+		fmt.Fprintf(std.out, "; ? airlockd has not written its defaults here (%s)", quota.DefaultsFile)
+	}
+	fmt.Fprintf(std.out, "; daily counts of %s UTC as last written\n", quota.Day(now))
+	return nil
+}
+
+// storeUsageRows computes each tenant's use against its quotas from the
+// store, as the usage text in tenant.go says; knownDefaults is false when
+// airlockd has not written its default quotas to the state directory.
+func storeUsageRows(ctx context.Context, db adminStore, tenants []*airlock.Tenant, stateDir string, std stdio) ([]usageRow, bool, error) {
+	defaults, err := quota.ReadDefaults(filepath.Join(stateDir, quota.DefaultsFile))
 	knownDefaults := err == nil
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(std.err, "airlock: %v (limits shown are overrides only)\n", err)
 	}
 	overrides, err := db.TenantQuotas(ctx)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	now := time.Now().UTC()
 	sessions, err := db.LiveSessions(ctx)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	execs, err := db.ExecutionCounts(ctx, now.Add(-time.Minute))
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	daily, err := db.DailyUsage(ctx, quota.Day(now))
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	type live struct{ sessions, millicpu, memory int64 }
 	byTenant := map[string]*live{}
@@ -143,35 +186,5 @@ func runTenantUsage(ctx context.Context, args []string, std stdio) error {
 		}
 		rows = append(rows, row)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(std.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	tw := tabwriter.NewWriter(std.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSESSIONS\tRUNS\tEXEC/MIN\tVCPU\tMEMORY\tSANDBOX-S\tEGRESS")
-	for _, r := range rows {
-		fmt.Fprint(tw, printableText(r.Tenant))
-		for _, q := range r.Quotas {
-			k := quota.Key(q.Quota)
-			limit := k.Format(q.Limit)
-			if q.Source == "unknown" {
-				limit = "?"
-			}
-			if q.Source == "tenant" {
-				limit += "*"
-			}
-			fmt.Fprintf(tw, "\t%s/%s", k.Format(q.Used), limit)
-		}
-		fmt.Fprintln(tw)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(std.out, "used/limit; * an override for the tenant")
-	if !knownDefaults {
-		fmt.Fprintf(std.out, "; ? airlockd has not written its defaults here (%s)", quota.DefaultsFile)
-	}
-	fmt.Fprintf(std.out, "; daily counts of %s UTC as last written\n", quota.Day(now))
-	return nil
+	return rows, knownDefaults, nil
 }

@@ -3,20 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/airlockhq/airlock/internal/version"
 )
 
-// `airlock --version` (or `airlock version`) prints the build's version,
-// stamped by scripts/release.sh.
-func init() {
-	register("version", "print the version of this build", func(context.Context, []string) error {
-		fmt.Println(version.Line("airlock"))
-		return nil
-	})
-	if version.IsFlag(os.Args[1:]) {
-		fmt.Println(version.Line("airlock"))
-		os.Exit(0)
+const versionUsage = `usage: airlock version   (or airlock --version)
+
+Prints the version of this build, stamped by scripts/release.sh.
+`
+
+func runVersion(_ context.Context, args []string, std stdio) error {
+	if len(args) > 0 {
+		return errUsage("version", "version takes no arguments")
 	}
+	fmt.Fprintln(std.out, version.Line("airlock"))
+	return nil
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"flag"
+	"os"
 	"strings"
 	"testing"
 
@@ -42,11 +42,8 @@ func TestAPIOptions(t *testing.T) {
 		}
 	}
 	// -help must not print a key taken from the environment.
-	fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
-	newFlags(fs)
 	var help strings.Builder
-	fs.SetOutput(&help)
-	fs.PrintDefaults()
+	newFlags().usage(&help)
 	if strings.Contains(help.String(), "env-metrics-key") {
 		t.Errorf("-help shows the metrics key:\n%s", help.String())
 	}
@@ -148,7 +145,7 @@ func TestFleetOptions(t *testing.T) {
 
 // parseFlags parses args as airlockd's command line, on a set of its own.
 func parseFlags(args []string) (*flags, error) {
-	fs := flag.NewFlagSet("airlockd", flag.ContinueOnError)
-	f := newFlags(fs)
-	return f, fs.Parse(args)
+	f := newFlags()
+	_, err := f.load(args, os.LookupEnv)
+	return f, err
 }

@@ -86,6 +86,7 @@ var StateDirFiles = map[string]string{
 	"admin.key":   "airlockd operator (admin) API key",
 	"signing.key": "airlockd signing key",
 	"e2b.key":     "airlockd E2B token secret",
+	"master.key":  "airlockd master key (seals snapshots)",
 }
 
 // AddStateDir adds airlockd's key files in stateDir (StateDirFiles).

@@ -220,13 +220,12 @@ func MicroVM(t testing.TB) *microvm.Backend {
 	var r [2]byte
 	rand.Read(r[:])
 	b, err := microvm.New(microvm.Config{
-		StateDir:      dir,
-		ImageStateDir: StateDir(),
-		KernelDir:     kdir,
-		Driver:        drv,
-		CgroupParent:  "airlock-test-vm-" + RandomID(),
-		UIDBase:       microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096,
-		UIDCount:      4096,
+		StateDir:     dir,
+		BuildGuest:   image.GuestBuilder(image.GuestConfig{StateDir: StateDir(), KernelDir: kdir}),
+		Driver:       drv,
+		CgroupParent: "airlock-test-vm-" + RandomID(),
+		UIDBase:      microvm.DefaultUIDBase + (int(r[0])<<8|int(r[1]))%4096*4096,
+		UIDCount:     4096,
 		// Boots under TCG on a loaded two-core machine take tens of
 		// seconds.
 		StartTimeout: 3 * time.Minute,

@@ -183,8 +183,9 @@ var dropResponse = []string{
 	"Content-Length", // the body may change by redaction
 }
 
-// ServeBroker handles one call from a sandbox: /<scope>/<path>.
-func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.BrokerCaller) {
+// Call handles one call from a sandbox: /<scope>/<path>.
+func (b *Broker) Call(ctx context.Context, r *airlock.BrokerCall, w airlock.BrokerReply) {
+	c := r.Caller
 	start := time.Now()
 	ev := &airlock.EgressEvent{
 		TenantID:    c.TenantID,
@@ -208,9 +209,9 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 		}
 		finish(airlock.VerdictDenied, reason)
 	}
-	scopeName, rest, err := splitCall(r.URL.Path, r.URL.EscapedPath())
+	scopeName, rest, err := splitCall(r.Path, r.EscapedPath)
 	ev.Name = clip(scopeName)
-	ev.Detail = clip(r.Method + " " + r.URL.EscapedPath())
+	ev.Detail = clip(r.Method + " " + r.EscapedPath)
 	if err != nil {
 		deny(http.StatusForbidden, "bad-path", err.Error())
 		return
@@ -226,7 +227,7 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 	}
 	// The grant, at every call: a grant taken back stops live sessions'
 	// calls at once, and a sandbox of another tenant never gets through.
-	if err := b.Granted(r.Context(), c.TenantID, scopeName); err != nil {
+	if err := b.Granted(ctx, c.TenantID, scopeName); err != nil {
 		if airlock.ErrorCode(err) == airlock.EFORBIDDEN {
 			deny(http.StatusForbidden, "scope-not-granted", fmt.Sprintf("the tenant was not granted broker scope %q", scopeName))
 		} else {
@@ -253,18 +254,18 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 	target := *sc.base
 	target.Path = sc.base.Path + rest
 	target.RawPath = ""
-	target.RawQuery = r.URL.RawQuery
+	target.RawQuery = r.RawQuery
 	ev.Host = sc.base.Host
 	ev.Port = portOf(sc.base)
 
-	body := http.MaxBytesReader(nil, r.Body, b.cfg.MaxRequestBytes)
-	cr := &countReader{r: body}
-	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.Timeout)
-	defer cancel()
-	var reqBody io.Reader = cr
-	if r.ContentLength == 0 && r.Body == http.NoBody {
-		reqBody = nil
+	cr := &countReader{}
+	var reqBody io.Reader
+	if r.Body != nil {
+		cr.r = http.MaxBytesReader(nil, io.NopCloser(r.Body), b.cfg.MaxRequestBytes)
+		reqBody = cr
 	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
 	up, err := http.NewRequestWithContext(ctx, r.Method, target.String(), reqBody)
 	if err != nil {
 		deny(http.StatusBadRequest, "bad-request", "the request could not be made")
@@ -306,7 +307,7 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 		finish(airlock.VerdictFailed, "upstream-encoded")
 		return
 	}
-	h := w.Header()
+	h := http.Header{}
 	for k, vs := range resp.Header {
 		ck := http.CanonicalHeaderKey(k)
 		if slices.Contains(dropResponse, ck) || slices.ContainsFunc(sc.StripResponseHeaders, func(s string) bool { return strings.EqualFold(s, ck) }) {
@@ -319,7 +320,7 @@ func (b *Broker) ServeBroker(w http.ResponseWriter, r *http.Request, c airlock.B
 		}
 		h[ck] = vs
 	}
-	w.WriteHeader(resp.StatusCode)
+	w.Start(resp.StatusCode, h)
 	n, err := rd.copy(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), b.cfg.MaxResponseBytes)
 	ev.BytesDown = n
 	ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
@@ -342,15 +343,14 @@ func clip(s string) string {
 }
 
 // writeProblem answers inside the sandbox with a problem document.
-func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
+func writeProblem(w airlock.BrokerReply, status int, typ, detail string) {
 	body, _ := json.Marshal(map[string]any{
 		"type":   "urn:airlock:problem:broker-" + typ,
 		"title":  http.StatusText(status),
 		"status": status,
 		"detail": detail,
 	})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
+	w.Start(status, http.Header{"Content-Type": {"application/problem+json"}})
 	w.Write(append(body, '\n'))
 }
 

@@ -138,9 +138,7 @@ func callAs(b *broker.Broker, tenantID, method, path string, scopes ...string) *
 	r := httptest.NewRequest(method, "http://broker.airlock.internal"+path, strings.NewReader(""))
 	r.Header.Set("Authorization", "Bearer forged-by-the-sandbox")
 	r.Header.Set("Cookie", "x=1")
-	w := httptest.NewRecorder()
-	b.ServeBroker(w, r, airlock.BrokerCaller{TenantID: tenantID, SessionID: "s1", Scopes: scopes})
-	return w
+	return broker.ServeTest(b, r, airlock.BrokerCaller{TenantID: tenantID, SessionID: "s1", Scopes: scopes})
 }
 
 // A scope works only for tenants granted it (by the config file, by ID
@@ -342,8 +340,7 @@ func FuzzBrokerPath(f *testing.F) {
 		}
 		r.URL.Path = p
 		r.URL.RawPath = ""
-		w := httptest.NewRecorder()
-		b.ServeBroker(w, r, airlock.BrokerCaller{Scopes: []string{"s"}})
+		w := broker.ServeTest(b, r, airlock.BrokerCaller{Scopes: []string{"s"}})
 		if w.Code == 200 {
 			t.Fatalf("%q reached a dead upstream with 200", p)
 		}

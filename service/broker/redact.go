@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/http"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -280,9 +279,6 @@ func (r *redactor) copy(dst io.Writer, src io.Reader, max int64) (int64, error) 
 		if len(out) > 0 {
 			w, err := dst.Write(out)
 			total += int64(w)
-			if f, ok := dst.(http.Flusher); ok {
-				f.Flush()
-			}
 			if err != nil {
 				return total, err
 			}

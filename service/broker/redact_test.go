@@ -282,9 +282,7 @@ func TestBrokerRedactsEveryEcho(t *testing.T) {
 	}
 	get := func(p string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("GET", "http://broker.airlock.internal/echo"+p, nil)
-		w := httptest.NewRecorder()
-		b.ServeBroker(w, r, airlock.BrokerCaller{TenantID: "t", SessionID: "s", Scopes: []string{"echo"}})
-		return w
+		return ServeTest(b, r, airlock.BrokerCaller{TenantID: "t", SessionID: "s", Scopes: []string{"echo"}})
 	}
 	for i, e := range echoes {
 		t.Run(e.name, func(t *testing.T) {

@@ -36,7 +36,7 @@ func (s *Service) serveBroker(a *attachment, c *net.TCPConn, head []byte, ev *ai
 				http.Error(w, "requests on a broker connection must be for "+airlock.BrokerHost, http.StatusForbidden)
 				return
 			}
-			s.cfg.Broker.ServeBroker(w, r, caller)
+			s.cfg.Broker.Call(r.Context(), brokerCall(r, caller), httpReply{w})
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       30 * time.Second,
@@ -57,6 +57,43 @@ func (s *Service) serveBroker(a *attachment, c *net.TCPConn, head []byte, ev *ai
 		ev.Verdict, ev.Reason = airlock.VerdictClosed, r
 	}
 	s.Record(ev)
+}
+
+// brokerCall is the broker's view of an HTTP request from the sandbox.
+func brokerCall(r *http.Request, caller airlock.BrokerCaller) *airlock.BrokerCall {
+	call := &airlock.BrokerCall{
+		Caller:        caller,
+		Method:        r.Method,
+		Path:          r.URL.Path,
+		EscapedPath:   r.URL.EscapedPath(),
+		RawQuery:      r.URL.RawQuery,
+		Header:        r.Header,
+		ContentLength: r.ContentLength,
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		call.Body = r.Body
+	}
+	return call
+}
+
+// httpReply writes the broker's answer as the HTTP response, each part of
+// the body sent on at once.
+type httpReply struct{ w http.ResponseWriter }
+
+func (r httpReply) Start(status int, header map[string][]string) {
+	h := r.w.Header()
+	for k, vs := range header {
+		h[k] = vs
+	}
+	r.w.WriteHeader(status)
+}
+
+func (r httpReply) Write(b []byte) (int, error) {
+	n, err := r.w.Write(b)
+	if f, ok := r.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return n, err
 }
 
 // countingConn replays the sniffed head, then reads the connection, and

@@ -26,7 +26,7 @@ func fuzzLanguage(f *testing.F, lang airlock.Language) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, code string) {
-		fs := g.Check(context.Background(), lang, code)
+		fs := check(g, context.Background(), lang, code)
 		lines := strings.Count(code, "\n") + 1
 		if len(fs) > 51 {
 			t.Fatalf("%d findings, more than the bound", len(fs))

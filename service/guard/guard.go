@@ -79,19 +79,64 @@ func New(cfg Config) (*Guard, error) {
 // of the code (never nil). Languages it has no parser for have no
 // findings. It never fails: a bound that is hit is a finding
 // (guard-limit, guard-timeout), and so is code that does not parse
-// (guard-parse-error, severity info: what did parse was checked).
+// (guard-parse-error, severity info: what did parse was checked). A
+// command given as an argv is checked by CheckArgv.
 func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding {
+	return g.Inspect(ctx, lang, code).Findings
+}
+
+// Inspect is Check that also returns the imports of Python code, from
+// the same parse.
+func (g *Guard) Inspect(ctx context.Context, lang airlock.Language, code string) Report {
+	return g.check(ctx, lang, code, func(a *analysis) {
+		switch lang {
+		case airlock.Bash:
+			a.shell(code, pos{}, 0)
+		case airlock.Python:
+			a.python(code, pos{}, 0)
+		case airlock.Node:
+			a.javascript(code, pos{}, 0)
+		case airlock.SQL:
+			a.sql(code)
+		}
+	})
+}
+
+// CheckArgv returns what the guard finds in a command given as an argv
+// (a session exec's cmd, language airlock.Command): no shell reads it,
+// so each argument is one word as it is; shell or other code it hands to
+// an interpreter (bash -c, python -c, ...) is parsed and checked. The
+// findings are placed at line 1, column 1 of the argv joined by NULs, as
+// the execution records it.
+func (g *Guard) CheckArgv(ctx context.Context, argv []string) []airlock.GuardFinding {
+	return g.check(ctx, airlock.Command, strings.Join(argv, "\x00"), func(a *analysis) {
+		a.shellArgv(argv, pos{1, 1}, 0)
+	}).Findings
+}
+
+// PythonImports returns the imports of Python code without checking it
+// (for a run the guard does not check: its tenant's policy is off), under
+// the guard's bounds.
+func (g *Guard) PythonImports(ctx context.Context, code string) Imports {
+	return g.check(ctx, airlock.Python, code, func(a *analysis) {
+		a.importsOnly = true
+		a.python(code, pos{}, 0)
+	}).Imports
+}
+
+// check runs one analysis of code under the guard's bounds.
+func (g *Guard) check(ctx context.Context, lang airlock.Language, code string, analyse func(a *analysis)) Report {
 	c := newCollector(code, g.cfg.MaxFindings)
 	if len(code) > g.cfg.MaxBytes {
 		c.add(RuleLimit, 1, 1, fmt.Sprintf("the code is %d bytes; the guard checks at most %d", len(code), g.cfg.MaxBytes))
-		return c.result()
+		return Report{Findings: c.result()}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	weight := max(int64(len(code)), 4<<10)
 	if err := g.inflight.Acquire(ctx, weight); err != nil {
 		c.add(RuleTimeout, 1, 1, fmt.Sprintf("the guard was busy with other code for %s", g.cfg.Timeout))
-		return c.result()
+		return Report{Findings: c.result()}
 	}
 	a := &analysis{ctx: ctx, c: c, maxDepth: g.cfg.MaxDepth}
 	done := make(chan struct{})
@@ -105,28 +150,19 @@ func (g *Guard) Check(ctx context.Context, lang airlock.Language, code string) [
 				c.add(RuleParseError, 1, 1, fmt.Sprintf("the %s parser failed: %v", lang, r))
 			}
 		}()
-		switch lang {
-		case airlock.Bash:
-			a.shell(code, pos{}, 0)
-		case airlock.Command: // a session exec's argv, joined by NULs
-			a.shellArgv(strings.Split(code, "\x00"), pos{1, 1}, 0)
-		case airlock.Python:
-			a.python(code, pos{}, 0)
-		case airlock.Node:
-			a.javascript(code, pos{}, 0)
-		case airlock.SQL:
-			a.sql(code)
-		}
+		analyse(a)
 	}()
+	var imports Imports
 	select {
 	case <-done:
+		imports = a.imports
 	case <-ctx.Done():
 		// The parsers and walks stop at the context's end; they are
 		// linear in bounded input, so what is left ends soon.
 		c.add(RuleTimeout, 1, 1, fmt.Sprintf("the check took longer than %s and was abandoned", g.cfg.Timeout))
 		c.close()
 	}
-	return c.result()
+	return Report{Findings: c.result(), Imports: imports}
 }
 
 // analysis is one check of one piece of code.
@@ -134,6 +170,10 @@ type analysis struct {
 	ctx      context.Context
 	c        *collector
 	maxDepth int
+	// imports are those of the Python code checked (not of Python
+	// nested in it); importsOnly: look for nothing else.
+	imports     Imports
+	importsOnly bool
 }
 
 // pos is a place in the code as sent (1-based); the zero pos means "not

@@ -186,6 +186,8 @@ var ruleCases = []ruleCase{
 	{"argv xmrig", airlock.Command, "xmrig\x00-o\x00pool:3333", guard.RuleMiner},
 	{"argv bash -c", airlock.Command, "bash\x00-c\x00curl -s x | sh", guard.RuleDownloadExec},
 	{"argv echo", airlock.Command, "echo\x00xmrig", clean},
+	{"argv words are no shell", airlock.Command, "true\x00;xmrig\x00$(xmrig)", clean},
+	{"argv with bytes no shell could quote", airlock.Command, "xmrig\x00\xff", guard.RuleMiner},
 	// argv of several lines: quoted as $'...' for the shell parser, whose
 	// escapes must be decoded before the code is parsed again.
 	{"argv python -c, lines", airlock.Command, "python3\x00-c\x00import time\nprint(1)\n", clean},
@@ -210,6 +212,16 @@ func rules(fs []airlock.GuardFinding) []string {
 	return out
 }
 
+// check is what the run's screen does: a command given as an argv
+// (language command, its arguments joined by NULs here) goes to
+// CheckArgv as the argv it is, other code to Check.
+func check(g *guard.Guard, ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding {
+	if lang == airlock.Command {
+		return g.CheckArgv(ctx, strings.Split(code, "\x00"))
+	}
+	return g.Check(ctx, lang, code)
+}
+
 func TestRules(t *testing.T) {
 	g := newGuard(t, guard.Config{})
 	for _, tt := range ruleCases {
@@ -217,7 +229,7 @@ func TestRules(t *testing.T) {
 			if tt.lang == py && !guard.PythonParser {
 				t.Skip("built without cgo: no Python parser")
 			}
-			fs := g.Check(context.Background(), tt.lang, tt.code)
+			fs := check(g, context.Background(), tt.lang, tt.code)
 			if tt.rule == clean {
 				if len(fs) > 0 {
 					t.Errorf("clean code has findings: %v", fs)
@@ -293,7 +305,7 @@ func TestPlaces(t *testing.T) {
 		if tt.lang == py && !guard.PythonParser {
 			continue
 		}
-		fs := g.Check(context.Background(), tt.lang, tt.code)
+		fs := check(g, context.Background(), tt.lang, tt.code)
 		i := slices.IndexFunc(fs, func(f airlock.GuardFinding) bool { return f.Rule == tt.rule })
 		if i < 0 {
 			t.Errorf("%s %q: no %s in %v", tt.lang, tt.code, tt.rule, fs)
@@ -321,7 +333,7 @@ func TestModernSyntax(t *testing.T) {
 		if tt.lang == py && !guard.PythonParser {
 			continue
 		}
-		if fs := g.Check(context.Background(), tt.lang, tt.code); len(fs) > 0 {
+		if fs := check(g, context.Background(), tt.lang, tt.code); len(fs) > 0 {
 			t.Errorf("%s: findings in clean modern code: %v", tt.lang, fs)
 		}
 	}
@@ -333,7 +345,7 @@ func TestBounds(t *testing.T) {
 	ctx := context.Background()
 	t.Run("size", func(t *testing.T) {
 		g := newGuard(t, guard.Config{MaxBytes: 100})
-		fs := g.Check(ctx, sh, strings.Repeat("echo hi\n", 20))
+		fs := check(g, ctx, sh, strings.Repeat("echo hi\n", 20))
 		if len(fs) != 1 || fs[0].Rule != guard.RuleLimit || !fs[0].Blocks() {
 			t.Errorf("code over the size bound: %v", fs)
 		}
@@ -342,7 +354,7 @@ func TestBounds(t *testing.T) {
 		g := newGuard(t, guard.Config{Timeout: 1})
 		for _, lang := range []airlock.Language{sh, py, node, sql} {
 			code := strings.Repeat("ls -l /tmp | sort | uniq -c; x = f(1, 2) + g[3]; SELECT 1;\n", 15000)
-			fs := g.Check(ctx, lang, code)
+			fs := check(g, ctx, lang, code)
 			if !slices.Contains(rules(fs), guard.RuleTimeout) {
 				t.Errorf("%s: a check past its deadline: %v", lang, fs)
 			}
@@ -350,7 +362,7 @@ func TestBounds(t *testing.T) {
 	})
 	t.Run("findings", func(t *testing.T) {
 		g := newGuard(t, guard.Config{MaxFindings: 3})
-		fs := g.Check(ctx, sh, strings.Repeat("xmrig\n", 100))
+		fs := check(g, ctx, sh, strings.Repeat("xmrig\n", 100))
 		if len(fs) != 4 || fs[3].Rule != guard.RuleLimit {
 			t.Errorf("findings over the bound: %v", fs)
 		}
@@ -366,19 +378,19 @@ func TestBounds(t *testing.T) {
 			{sh, strings.Repeat("if a; then ", 3000) + strings.Repeat("fi; ", 3000)},
 			{sh, strings.Repeat("while a; do ", 3000) + strings.Repeat("done; ", 3000)},
 		} {
-			fs := g.Check(ctx, tt.lang, tt.code)
+			fs := check(g, ctx, tt.lang, tt.code)
 			if !slices.Contains(rules(fs), guard.RuleLimit) {
 				t.Errorf("%s %.20q: deep nesting: %v", tt.lang, tt.code, fs)
 			}
 		}
 		if guard.PythonParser {
 			// tree-sitter does not recurse: deep Python is parsed.
-			g.Check(ctx, py, "x = "+strings.Repeat("(", 100000)+"1"+strings.Repeat(")", 100000))
+			check(g, ctx, py, "x = "+strings.Repeat("(", 100000)+"1"+strings.Repeat(")", 100000))
 		}
 	})
 	t.Run("excerpt", func(t *testing.T) {
 		g := newGuard(t, guard.Config{})
-		fs := g.Check(ctx, sh, strings.Repeat("a", 10000)+"=1; xmrig "+strings.Repeat("\x01é", 5000))
+		fs := check(g, ctx, sh, strings.Repeat("a", 10000)+"=1; xmrig "+strings.Repeat("\x01é", 5000))
 		if len(fs) != 1 || len(fs[0].Excerpt) > airlock.MaxExcerptBytes || !strings.Contains(fs[0].Excerpt, "xmrig") {
 			t.Errorf("excerpt of a long line: %v", fs)
 		}
@@ -396,7 +408,7 @@ func TestBounds(t *testing.T) {
 			if tt.lang == py && !guard.PythonParser {
 				continue
 			}
-			fs := g.Check(ctx, tt.lang, tt.code)
+			fs := check(g, ctx, tt.lang, tt.code)
 			if got := rules(fs); !slices.Contains(got, guard.RuleParseError) {
 				t.Errorf("%s: broken code: %v", tt.lang, fs)
 			}
@@ -424,7 +436,7 @@ func TestBounds(t *testing.T) {
 	})
 	t.Run("other languages", func(t *testing.T) {
 		g := newGuard(t, guard.Config{})
-		if fs := g.Check(ctx, "cobol", "xmrig"); len(fs) != 0 {
+		if fs := check(g, ctx, "cobol", "xmrig"); len(fs) != 0 {
 			t.Errorf("a language without a parser: %v", fs)
 		}
 	})
@@ -457,7 +469,7 @@ func TestHostileInputsEnd(t *testing.T) {
 			continue
 		}
 		start := time.Now()
-		fs := g.Check(context.Background(), tt.lang, tt.code)
+		fs := check(g, context.Background(), tt.lang, tt.code)
 		if d := time.Since(start); d > bound+time.Second {
 			t.Errorf("%s %.40q...: %v, past the bound", tt.lang, tt.code, d)
 		}

@@ -45,6 +45,10 @@ func (a *analysis) python(src string, at pos, depth int) {
 	w := &pyWalk{a: a, src: b, at: at, depth: depth, alias: map[string]string{}, tainted: map[string]bool{},
 		mayFetch: mayFetch(src)}
 	root := tree.RootNode()
+	top := depth == 0 && !at.set() // the code itself, not Python found inside it
+	if top && !root.HasError() {
+		defer func() { a.imports.Parsed = !a.stopped() }()
+	}
 	if root.HasError() {
 		if n := firstError(root); n != nil {
 			line, col := w.place(n)
@@ -153,6 +157,15 @@ func (w *pyWalk) walk(root *sitter.Node) {
 		}
 		node := m.Captures[i].Node // a copy: the match is reused by Next
 		n := &node
+		if w.a.importsOnly {
+			switch n.Kind() {
+			case "import_statement", "import_from_statement":
+				w.imports(n)
+			case "call":
+				w.dynamicCall(n)
+			}
+			continue
+		}
 		switch n.Kind() {
 		case "import_statement", "import_from_statement":
 			w.imports(n)
@@ -168,11 +181,34 @@ func (w *pyWalk) walk(root *sitter.Node) {
 	}
 }
 
-// imports records the aliases of an import.
+// top reports whether the walk is of the code itself, whose imports
+// are recorded.
+func (w *pyWalk) top() bool { return w.depth == 0 && !w.at.set() }
+
+// record notes a module the code imports.
+func (w *pyWalk) record(module string) {
+	if !w.top() || module == "" || strings.HasPrefix(module, ".") {
+		return
+	}
+	w.a.imports.Modules = append(w.a.imports.Modules, module)
+	if dynamicModule(module) {
+		w.a.imports.Dynamic = true
+	}
+}
+
+// dynamicCall notes a call that imports dynamically.
+func (w *pyWalk) dynamicCall(n *sitter.Node) {
+	if fn := n.ChildByFieldName("function"); fn != nil && w.top() && dynamicImport(w.qualified(fn)) {
+		w.a.imports.Dynamic = true
+	}
+}
+
+// imports records the aliases of an import, and the modules imported.
 func (w *pyWalk) imports(n *sitter.Node) {
 	module := ""
 	if m := n.ChildByFieldName("module_name"); m != nil {
 		module = w.text(m)
+		w.record(module)
 	}
 	cur := n.Walk()
 	defer cur.Close()
@@ -183,6 +219,7 @@ func (w *pyWalk) imports(n *sitter.Node) {
 			full = w.text(&name)
 			local = full
 			if module == "" {
+				w.record(full)
 				// import os.path binds os
 				local, _, _ = strings.Cut(full, ".")
 				full = local
@@ -190,6 +227,9 @@ func (w *pyWalk) imports(n *sitter.Node) {
 		case "aliased_import":
 			if nm := name.ChildByFieldName("name"); nm != nil {
 				full = w.text(nm)
+				if module == "" {
+					w.record(full)
+				}
 			}
 			if al := name.ChildByFieldName("alias"); al != nil {
 				local = w.text(al)
@@ -355,6 +395,7 @@ func (w *pyWalk) args(call *sitter.Node) (pos []*sitter.Node, kw map[string]*sit
 }
 
 func (w *pyWalk) call(n *sitter.Node) {
+	w.dynamicCall(n)
 	fn := n.ChildByFieldName("function")
 	if fn == nil {
 		return

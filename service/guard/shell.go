@@ -58,16 +58,21 @@ func shellNesting(src string) int {
 
 // shellArgv checks a command given as an argv (a session exec's cmd, a
 // list given to subprocess or spawn), reported at at.
+//
+// No shell reads an argv: it is not printed and parsed again but made
+// into the syntax tree of one simple command whose words are its
+// arguments, each taken literally (as if single-quoted), and walked as
+// parsed shell is.
 func (a *analysis) shellArgv(argv []string, at pos, depth int) {
-	quoted := make([]string, 0, len(argv))
-	for _, arg := range argv {
-		q, err := syntax.Quote(arg, syntax.LangBash)
-		if err != nil {
-			return // a NUL or invalid UTF-8: not a command bash could be given
-		}
-		quoted = append(quoted, q)
+	if depth > a.maxDepth || a.stopped() {
+		return
 	}
-	a.shell(strings.Join(quoted, " "), at, depth)
+	call := &syntax.CallExpr{Args: make([]*syntax.Word, len(argv))}
+	for i, arg := range argv {
+		call.Args[i] = &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: arg}}}
+	}
+	s := &shellWalk{a: a, at: at, depth: depth}
+	s.file(&syntax.File{Stmts: []*syntax.Stmt{{Cmd: call}}})
 }
 
 type shellWalk struct {

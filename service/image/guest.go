@@ -19,12 +19,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/backend/microvm/guest"
+	"github.com/airlockhq/airlock/internal/guestabi"
 )
-
-// GuestRecipeVersion names how guest artefacts are made; bump it when a
-// change here changes what a guest boots.
-const GuestRecipeVersion = "4"
 
 // GuestModules are the kernel modules a guest loads, in this order (each
 // after its dependencies, which are added): the virtio transport over
@@ -33,34 +29,6 @@ const GuestRecipeVersion = "4"
 // on, so it is named here), and the network device of a guest with a
 // network (loaded in every guest; one without a network has no device).
 var GuestModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "virtio_blk", "crc32c_generic", "ext4", "virtio_net"}
-
-// What the VMM gives the guest's devices, and the guest's init looks for
-// (package guestinit): the serial numbers of the root and scratch disks
-// and the name of the agent's virtio-serial port.
-const (
-	GuestRootSerial    = "airlock-root"
-	GuestScratchSerial = "airlock-scratch"
-	GuestPort          = "airlock.agent"
-	// GuestReseedPort is the port the host sends a restored guest fresh
-	// entropy on (package guestinit's reseeder).
-	GuestReseedPort = "airlock.reseed"
-)
-
-// Guest is what a microVM boots for an image: a kernel, an initramfs of
-// our own (the modules and the agent as /init), and a read-only ext4
-// disk of the image's rootfs. Files live under
-// <state>/images/guests/<hash12>/ and are named by a hash of the image,
-// the kernel and this recipe.
-type Guest struct {
-	Hash          string    `json:"hash"`
-	Image         string    `json:"image"`      // the image's hash
-	KernelRelease string    `json:"kernel"`     // e.g. 6.1.0-57-amd64
-	Kernel        string    `json:"-"`          // host path of the kernel (bzImage)
-	Initrd        string    `json:"-"`          // host path of the initramfs (newc cpio)
-	RootDisk      string    `json:"-"`          // host path of the root disk (ext4)
-	RootDiskBytes int64     `json:"disk_bytes"` // its size
-	BuiltAt       time.Time `json:"built_at"`
-}
 
 // GuestConfig says where the guest artefacts come from.
 type GuestConfig struct {
@@ -159,7 +127,7 @@ var guestMu sync.Mutex // builds in this process, one at a time
 // are not there yet (a few seconds: the root disk is the rootfs copied
 // into ext4 with mkfs.ext4 -d). Builds are serialised with the image
 // builds of the state directory.
-func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*Guest, error) {
+func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*guestabi.Guest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -175,7 +143,7 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*Gues
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "guest recipe %s\nimage %s\n", GuestRecipeVersion, img.Hash)
+	fmt.Fprintf(h, "guest recipe %s\nimage %s\n", guestabi.RecipeVersion, img.Hash)
 	for _, p := range append([]string{k.vmlinuz}, mods...) {
 		sum, err := FileSHA256(p)
 		if err != nil {
@@ -230,7 +198,7 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*Gues
 	if err != nil {
 		return nil, err
 	}
-	g := &Guest{Hash: hash, Image: img.Hash, KernelRelease: k.release, RootDiskBytes: size, BuiltAt: time.Now().UTC().Truncate(time.Second)}
+	g := &guestabi.Guest{Hash: hash, Image: img.Hash, KernelRelease: k.release, RootDiskBytes: size, BuiltAt: time.Now().UTC().Truncate(time.Second)}
 	for _, f := range []string{"vmlinuz", "initrd.cpio", "root.ext4"} {
 		if err := os.Chmod(filepath.Join(tmp, f), 0o444); err != nil {
 			return nil, err
@@ -252,12 +220,20 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*Gues
 	return readGuest(dir, hash)
 }
 
-func readGuest(dir, hash string) (*Guest, error) {
+// GuestBuilder returns BuildGuest under cfg, for the microVM backend
+// (its Config.BuildGuest).
+func GuestBuilder(cfg GuestConfig) func(ctx context.Context, img *airlock.Image) (*guestabi.Guest, error) {
+	return func(ctx context.Context, img *airlock.Image) (*guestabi.Guest, error) {
+		return BuildGuest(ctx, cfg, img)
+	}
+}
+
+func readGuest(dir, hash string) (*guestabi.Guest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "guest.json"))
 	if err != nil {
 		return nil, err
 	}
-	var g Guest
+	var g guestabi.Guest
 	if err := json.Unmarshal(data, &g); err != nil {
 		return nil, err
 	}
@@ -276,11 +252,11 @@ func writeInitramfs(path string, img *airlock.Image, mods []string) error {
 	if err != nil {
 		return fmt.Errorf("guest: the image's agent: %w", err)
 	}
-	cfg := guest.Config{
-		RootSerial:    GuestRootSerial,
-		ScratchSerial: GuestScratchSerial,
-		Port:          GuestPort,
-		ReseedPort:    GuestReseedPort,
+	cfg := guestabi.Config{
+		RootSerial:    guestabi.RootSerial,
+		ScratchSerial: guestabi.ScratchSerial,
+		Port:          guestabi.Port,
+		ReseedPort:    guestabi.ReseedPort,
 		Agent:         AgentPath,
 		Env: append([]string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -317,8 +293,8 @@ func writeInitramfs(path string, img *airlock.Image, mods []string) error {
 	if err != nil {
 		return err
 	}
-	w.File(strings.TrimPrefix(guest.ConfigPath, "/"), 0o644, cj)
-	w.File(strings.TrimPrefix(guest.InitPath, "/"), 0o755, agent)
+	w.File(strings.TrimPrefix(guestabi.ConfigPath, "/"), 0o644, cj)
+	w.File(strings.TrimPrefix(guestabi.InitPath, "/"), 0o755, agent)
 	if err := w.Close(); err != nil {
 		return err
 	}

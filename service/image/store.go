@@ -1,6 +1,8 @@
 package image
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -265,7 +267,7 @@ func (s *Store) Prune(ctx context.Context) ([]string, error) {
 	}
 	for _, e := range gents {
 		dir := filepath.Join(s.imagesDir, "guests", e.Name())
-		var g Guest
+		var g guestabi.Guest
 		if data, err := os.ReadFile(filepath.Join(dir, "guest.json")); err == nil && json.Unmarshal(data, &g) == nil && hashes[g.Image] {
 			continue
 		}

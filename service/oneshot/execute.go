@@ -59,7 +59,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 		return nil, err
 	}
 	spec := provision.Spec{
-		ID: "ex-" + e.ID, Image: img, Language: req.Language, Flavour: m.flavour(img, req), Limits: limits,
+		ID: "ex-" + e.ID, Image: img, Language: req.Language, Flavour: m.flavour(ctx, img, req, rec), Limits: limits,
 		Labels: map[string]string{"airlock.execution": e.ID, "airlock.tenant": tenant.ID},
 	}
 	if req.AllowNetwork {
@@ -105,15 +105,6 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 		return nil, err
 	}
 	return e, nil
-}
-
-// flavour picks the warm runtime a run needs: the light Python when its
-// code imports nothing heavy and the image has one (see imports.go).
-func (m *Manager) flavour(img *airlock.Image, req airlock.ExecuteRequest) string {
-	if req.Language == airlock.Python && m.cfg.Provisioner.HasFlavour(img, req.Language, provision.FlavourLight) && !needsHeavyPython(req.Code) {
-		return provision.FlavourLight
-	}
-	return ""
 }
 
 // allowList returns the allow list of an execution that asks for a

@@ -14,7 +14,7 @@ import (
 func (l *Lease) Pause(ctx context.Context, dir string) error {
 	b := l.p.backend(l.backend)
 	pz, ok := b.(airlock.Pauser)
-	if b == nil || !ok || !b.Capabilities().Pause {
+	if !ok {
 		return airlock.Problem(airlock.ECONFLICT, "pause-unsupported", "the %s backend cannot pause a sandbox", l.backend)
 	}
 	if err := pz.Pause(ctx, l.sb, dir); err != nil {

@@ -116,7 +116,7 @@ func (p *Provisioner) Reattach(ctx context.Context, tenant *airlock.Tenant, back
 		return nil, airlock.Errorf(airlock.EUNAVAILABLE, "backend %q is not configured on this node", backend)
 	}
 	r, ok := b.(airlock.Reattacher)
-	if !ok || !b.Capabilities().Reattach {
+	if !ok {
 		return nil, airlock.Errorf(airlock.EUNAVAILABLE, "the %s backend cannot reattach sandboxes", backend)
 	}
 	start := time.Now()

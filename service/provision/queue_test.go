@@ -25,7 +25,7 @@ type slowBackend struct {
 
 func (b *slowBackend) Name() string { return "slow" }
 func (b *slowBackend) Capabilities() airlock.Capabilities {
-	return airlock.Capabilities{Snapshot: true, SeparateKernel: true}
+	return airlock.Capabilities{SeparateKernel: true}
 }
 func (b *slowBackend) Reconcile(context.Context) ([]string, error) { return nil, nil }
 func (b *slowBackend) Create(ctx context.Context, spec airlock.SandboxSpec) (airlock.Sandbox, error) {

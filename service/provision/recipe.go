@@ -104,7 +104,7 @@ type warmKey struct {
 // false when b cannot snapshot (its sandboxes are always made fresh).
 func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock.Language, flavour string, l airlock.Limits) (warmKey, bool) {
 	snap, ok := b.(airlock.Snapshotter)
-	if !ok || !b.Capabilities().Snapshot {
+	if !ok {
 		return warmKey{}, false
 	}
 	r, flavour := p.recipe(img, lang, flavour)

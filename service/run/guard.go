@@ -12,7 +12,13 @@ import (
 
 // Checker is the static check of code before it runs (package guard).
 type Checker interface {
-	Check(ctx context.Context, lang airlock.Language, code string) []airlock.GuardFinding
+	// Inspect checks code and returns the findings and, for Python,
+	// the imports the same parse found.
+	Inspect(ctx context.Context, lang airlock.Language, code string) guard.Report
+	// CheckArgv checks a command given as an argv (airlock.Command).
+	CheckArgv(ctx context.Context, argv []string) []airlock.GuardFinding
+	// PythonImports parses Python code for its imports alone.
+	PythonImports(ctx context.Context, code string) guard.Imports
 }
 
 // screening is what the guard said of a record's code under a policy:
@@ -23,6 +29,10 @@ type screening struct {
 	lang     airlock.Language
 	policy   airlock.GuardPolicy
 	findings []airlock.GuardFinding
+	// inspected: the guard parsed the code, and imports are what it
+	// found (Python).
+	inspected bool
+	imports   guard.Imports
 }
 
 func (s *screening) of(rec Record) bool {
@@ -47,7 +57,12 @@ func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
 		return rec, nil
 	}
 	start := time.Now()
-	sc.findings = r.cfg.Guard.Check(ctx, rec.Language, rec.Code)
+	if rec.Language == airlock.Command {
+		sc.findings = r.cfg.Guard.CheckArgv(ctx, rec.Argv)
+	} else {
+		rep := r.cfg.Guard.Inspect(ctx, rec.Language, rec.Code)
+		sc.findings, sc.imports, sc.inspected = rep.Findings, rep.Imports, true
+	}
 	r.metrics.guardSeconds.WithLabelValues(string(rec.Language)).Observe(time.Since(start).Seconds())
 	var blocking []airlock.GuardFinding
 	if policy == airlock.GuardBlock {
@@ -86,6 +101,19 @@ func (r *Runner) Screen(ctx context.Context, rec Record) (Record, error) {
 			strings.Join(rules, ", "), e.ID),
 		Refusal: &airlock.GuardRefusal{Findings: blocking, ExecutionID: e.ID},
 	}
+}
+
+// Imports returns the imports of a record's Python code: those the
+// guard's parse found when Screen checked it, else from a parse for them
+// alone (the tenant's policy is off), so the code is parsed once.
+func (r *Runner) Imports(ctx context.Context, rec Record) guard.Imports {
+	if rec.Language != airlock.Python {
+		return guard.Imports{}
+	}
+	if rec.screened.of(rec) && rec.screened.inspected {
+		return rec.screened.imports
+	}
+	return r.cfg.Guard.PythonImports(ctx, rec.Code)
 }
 
 var _ Checker = (*guard.Guard)(nil)

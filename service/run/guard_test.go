@@ -3,10 +3,14 @@ package run_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/service/guard"
 	"github.com/airlockhq/airlock/service/run"
 )
 
@@ -67,5 +71,63 @@ func TestScreen(t *testing.T) {
 	screened.Code = bad
 	if _, err := f.r.Begin(ctx, screened); airlock.ErrorCode(err) != airlock.EUNPROCESSABLE {
 		t.Errorf("code changed after Screen: Begin %v, want the refusal", err)
+	}
+}
+
+// countingGuard is the real guard, counting its parses.
+type countingGuard struct {
+	*guard.Guard
+	inspects, imports atomic.Int32
+}
+
+func (g *countingGuard) Inspect(ctx context.Context, lang airlock.Language, code string) guard.Report {
+	g.inspects.Add(1)
+	return g.Guard.Inspect(ctx, lang, code)
+}
+
+func (g *countingGuard) PythonImports(ctx context.Context, code string) guard.Imports {
+	g.imports.Add(1)
+	return g.Guard.PythonImports(ctx, code)
+}
+
+// A run's Python is parsed once: the imports of a screened record are
+// the guard's, and only a record the guard did not check (policy off) is
+// parsed for its imports alone.
+func TestImportsParsedOnce(t *testing.T) {
+	if !guard.PythonParser {
+		t.Skip("this build has no Python parser (cgo is off)")
+	}
+	f := newFixture(t)
+	ctx := context.Background()
+	real, err := guard.New(guard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		policy            airlock.GuardPolicy
+		inspects, imports int32
+	}{
+		{airlock.GuardWarn, 1, 0},
+		{airlock.GuardBlock, 1, 0},
+		{airlock.GuardOff, 0, 1},
+	} {
+		g := &countingGuard{Guard: real}
+		r, err := run.New(run.Config{Store: f.store, Guard: g, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Screen(ctx, run.Record{TenantID: f.tenant.ID, Language: airlock.Python, Image: "base",
+			Code: "import numpy as np\nprint(np.zeros(2))", Backend: "host", Guard: tt.policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		imp := r.Imports(ctx, rec)
+		if !imp.Parsed || !slices.Equal(imp.Modules, []string{"numpy"}) {
+			t.Errorf("%s: imports %+v, want numpy", tt.policy, imp)
+		}
+		if g.inspects.Load() != tt.inspects || g.imports.Load() != tt.imports {
+			t.Errorf("%s: %d checks and %d parses for imports, want %d and %d",
+				tt.policy, g.inspects.Load(), g.imports.Load(), tt.inspects, tt.imports)
+		}
 	}
 }

@@ -47,7 +47,10 @@ type Record struct {
 	Language  airlock.Language
 	Image     string
 	Code      string // only its SHA-256 is recorded
-	Backend   string
+	// Argv is the command of language airlock.Command, which Code joins
+	// with NULs: the guard checks it as an argv.
+	Argv    []string
+	Backend string
 	// Guard is the tenant's guard policy ("" is warn).
 	Guard airlock.GuardPolicy
 

@@ -40,9 +40,9 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 		timeout = time.Duration(req.TimeoutSec) * time.Second
 	}
 	argv, lang := req.Cmd, airlock.Command
-	code := strings.Join(req.Cmd, "\x00")
+	code, checked := strings.Join(req.Cmd, "\x00"), req.Cmd // the guard checks the argv as it is
 	if req.Shell != "" {
-		argv, lang, code = []string{"bash", "-c", req.Shell}, airlock.Bash, req.Shell
+		argv, lang, code, checked = []string{"bash", "-c", req.Shell}, airlock.Bash, req.Shell, nil
 	}
 	env := make([]string, 0, len(req.Env)+len(execEnv))
 	for k, v := range execEnv {
@@ -64,7 +64,7 @@ func (m *Manager) Exec(ctx context.Context, tenant *airlock.Tenant, id string, r
 	l.rec.Usage.Execs++
 	l.mu.Unlock()
 	e, err := m.cfg.Runner.Begin(ctx, run.Record{
-		TenantID: tenant.ID, SessionID: id, Language: lang, Image: image, Code: code, Backend: lease.BackendName(),
+		TenantID: tenant.ID, SessionID: id, Language: lang, Image: image, Code: code, Argv: checked, Backend: lease.BackendName(),
 		Guard: tenant.Guard,
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func runtimeOf(b airlock.Backend) string {
 func (m *Manager) archiver(name string) (airlock.PauseArchiver, string) {
 	for _, b := range m.cfg.Provisioner.Backends() {
 		if b.Name() == name {
-			if a, ok := b.(airlock.PauseArchiver); ok && b.Capabilities().Pause {
+			if a, ok := b.(airlock.PauseArchiver); ok && airlock.FeaturesOf(b).PauseArchive {
 				return a, runtimeOf(b)
 			}
 		}

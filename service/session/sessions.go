@@ -79,148 +79,212 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	if opts.cleanup != nil {
 		defer opts.cleanup()
 	}
+	n, err := m.plan(ctx, tenant, req, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if key != "" {
+		s, err := m.claim(ctx, tenant, key, n.hash, n.id)
+		if err != nil || s != nil {
+			return s, false, err
+		}
+	}
+	ticket, err := m.admit(ctx, n, opts)
+	if err != nil {
+		m.releaseKey(ctx, n)
+		return nil, false, err
+	}
+	l, err := m.record(ctx, n, ticket)
+	if err != nil {
+		return nil, false, err
+	}
+	// The sandbox is made even if the client goes away meanwhile: a retry
+	// with the same key then finds the session ready.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+	defer cancel()
+	lease, err := m.makeSandbox(cctx, n, ticket, opts)
+	if err != nil {
+		m.cfg.Logger.Error("create session sandbox", "session", n.id, "err", err)
+		m.createFailed(ctx, l, err)
+		m.releaseKey(ctx, n)
+		return nil, false, sandboxFailed(n.id, err)
+	}
+	return m.serve(ctx, cctx, l, lease, opts), true, nil
+}
+
+// newSession is what create decides before it takes anything: the
+// session's ID, size and limits, network, image, and the hash of the
+// request its idempotency key stands for.
+type newSession struct {
+	id, key, hash string
+	tenant        *airlock.Tenant
+	req           airlock.CreateSessionRequest
+	limits        airlock.SessionLimits
+	size          airlock.SessionSize
+	net           airlock.NetworkPolicy
+	img           *airlock.Image
+}
+
+// plan checks the idempotency key, works out the session's limits,
+// network and image, and picks its ID.
+func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string) (*newSession, error) {
 	if key != "" && !airlock.ValidIdempotencyKey(key) {
-		return nil, false, airlock.Problem(airlock.EINVALID, "invalid-idempotency-key", "Idempotency-Key must be 1 to %d printable ASCII characters without spaces", airlock.MaxIdempotencyKeyBytes)
+		return nil, airlock.Problem(airlock.EINVALID, "invalid-idempotency-key", "Idempotency-Key must be 1 to %d printable ASCII characters without spaces", airlock.MaxIdempotencyKeyBytes)
 	}
 	limits, size, err := m.limitsFor(req)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	netPolicy := airlock.NetworkPolicy{Mode: airlock.NetworkNone}
 	if req.Network != nil {
 		netPolicy = *req.Network
 	}
-	needNetwork := netPolicy.HasNetwork() || len(req.BrokerScopes) > 0
 	imageName := req.Image
 	if imageName == "" {
 		imageName = m.cfg.DefaultImage
 	}
 	img, err := m.cfg.Images.Resolve(ctx, imageName)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	hash := requestHash(req)
-	id := m.cfg.NewID()
-	if key != "" {
-		s, err := m.claim(ctx, tenant, key, hash, id)
-		if err != nil || s != nil {
-			return s, false, err
-		}
+	return &newSession{
+		id: m.cfg.NewID(), key: key, hash: requestHash(req), tenant: tenant, req: req,
+		limits: limits, size: size, net: netPolicy, img: img,
+	}, nil
+}
+
+// releaseKey gives back the idempotency key create claimed, when the
+// session is not made.
+func (m *Manager) releaseKey(ctx context.Context, n *newSession) {
+	if n.key == "" {
+		return
 	}
-	release := func() {
-		if key != "" {
-			if err := m.cfg.Sessions.ReleaseIdempotencyKey(context.WithoutCancel(ctx), tenant.ID, key, id); err != nil {
-				m.cfg.Logger.Error("release idempotency key", "session", id, "err", err)
-			}
-		}
+	if err := m.cfg.Sessions.ReleaseIdempotencyKey(context.WithoutCancel(ctx), n.tenant.ID, n.key, n.id); err != nil {
+		m.cfg.Logger.Error("release idempotency key", "session", n.id, "err", err)
 	}
+}
+
+// admit takes the session's admission and backend, within the tenant's
+// isolation floor, as for every sandbox of the node; a node shutting down
+// refuses.
+func (m *Manager) admit(ctx context.Context, n *newSession, opts createOpts) (*provision.Ticket, error) {
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		release()
-		return nil, false, shuttingDown()
+		return nil, shuttingDown()
 	}
-	// Admission and the backend, within the tenant's isolation floor, as
-	// for every sandbox of the node.
-	// The session's expiry as recorded below, near enough for the
-	// quotas' Retry-After.
+	// The deadline is the session's expiry as recorded later, near
+	// enough for the quotas' Retry-After.
 	claim := provision.Claim{
-		Kind: provision.Session, Tenant: tenant, Isolation: req.Isolation,
-		Network: netPolicy.HasNetwork(), BrokerScopes: req.BrokerScopes,
-		Limits:   airlock.Limits{CPUs: limits.CPUs, MemoryBytes: limits.MemoryBytes},
-		Deadline: m.cfg.Now().Add(time.Duration(limits.TimeoutS) * time.Second),
+		Kind: provision.Session, Tenant: n.tenant, Isolation: n.req.Isolation,
+		Network: n.net.HasNetwork(), BrokerScopes: n.req.BrokerScopes,
+		Limits:   airlock.Limits{CPUs: n.limits.CPUs, MemoryBytes: n.limits.MemoryBytes},
+		Deadline: m.cfg.Now().Add(time.Duration(n.limits.TimeoutS) * time.Second),
 	}
-	var ticket *provision.Ticket
 	// One node: this one; a fleet places before it forwards.
 	tracing.Place(ctx, tracing.LocalNode)
 	if opts.resumeDir != "" { // a fork with process state: the parent's backend
-		ticket, err = m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
-	} else {
-		ticket, err = m.cfg.Provisioner.Admit(ctx, claim)
+		return m.cfg.Provisioner.AdmitOn(ctx, claim, opts.backend)
 	}
-	if err != nil {
-		release()
-		return nil, false, err
-	}
+	return m.cfg.Provisioner.Admit(ctx, claim)
+}
 
+// record lists the session as live and records it, creating; on error
+// the admission and the idempotency key are given back and nothing is
+// left.
+func (m *Manager) record(ctx context.Context, n *newSession, ticket *provision.Ticket) (*live, error) {
 	now := m.cfg.Now().UTC()
 	l := newLive(airlock.Session{
-		ID:             id,
-		TenantID:       tenant.ID,
-		Image:          img.Name,
-		Size:           size,
+		ID:             n.id,
+		TenantID:       n.tenant.ID,
+		Image:          n.img.Name,
+		Size:           n.size,
 		State:          airlock.SessionCreating,
-		Limits:         limits,
-		Network:        netPolicy,
-		BrokerScopes:   req.BrokerScopes,
+		Limits:         n.limits,
+		Network:        n.net,
+		BrokerScopes:   n.req.BrokerScopes,
 		Backend:        ticket.Backend().Name(),
-		IdempotencyKey: key,
-		RequestHash:    hash,
+		IdempotencyKey: n.key,
+		RequestHash:    n.hash,
 		CreatedAt:      now,
-		ExpiresAt:      now.Add(time.Duration(limits.TimeoutS) * time.Second),
+		ExpiresAt:      now.Add(time.Duration(n.limits.TimeoutS) * time.Second),
 		LastActiveAt:   now,
 	})
 	m.mu.Lock()
-	m.live[id] = l
+	m.live[n.id] = l
 	m.mu.Unlock()
-
 	rec := l.rec
 	if err := m.cfg.Sessions.CreateSession(ctx, &rec); err != nil {
 		ticket.Cancel()
 		m.forget(l)
-		release()
+		m.releaseKey(ctx, n)
 		close(l.ended)
-		return nil, false, err
+		return nil, err
 	}
+	return l, nil
+}
 
-	// The sandbox is made even if the client goes away meanwhile: a retry
-	// with the same key then finds the session ready.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
-	defer cancel()
+// makeSandbox takes the session's sandbox from the ticket: a fresh one,
+// or the paused sandbox of a fork resumed, then seeded when the fork
+// asks; a sandbox that cannot be seeded is destroyed.
+func (m *Manager) makeSandbox(ctx context.Context, n *newSession, ticket *provision.Ticket, opts createOpts) (*provision.Lease, error) {
 	spec := provision.Spec{
-		ID:    "ss-" + id,
-		Image: img,
+		ID:    "ss-" + n.id,
+		Image: n.img,
 		Limits: airlock.Limits{
-			CPUs:        limits.CPUs,
-			MemoryBytes: limits.MemoryBytes,
-			DiskBytes:   limits.DiskBytes,
-			Pids:        limits.Pids,
-			OutputBytes: limits.OutputBytes,
+			CPUs:        n.limits.CPUs,
+			MemoryBytes: n.limits.MemoryBytes,
+			DiskBytes:   n.limits.DiskBytes,
+			Pids:        n.limits.Pids,
+			OutputBytes: n.limits.OutputBytes,
 		},
-		Labels: map[string]string{"airlock.session": id, "airlock.tenant": tenant.ID},
+		Labels: map[string]string{"airlock.session": n.id, "airlock.tenant": n.tenant.ID},
 	}
-	if needNetwork {
-		spec.Network = &airlock.NetworkRequest{TenantID: tenant.ID, SessionID: id, Policy: netPolicy, BrokerScopes: req.BrokerScopes}
+	if n.net.HasNetwork() || len(n.req.BrokerScopes) > 0 {
+		spec.Network = &airlock.NetworkRequest{TenantID: n.tenant.ID, SessionID: n.id, Policy: n.net, BrokerScopes: n.req.BrokerScopes}
 	}
 	var lease *provision.Lease
+	var err error
 	if opts.resumeDir != "" {
-		spec.ID = restoredID(id)
-		lease, err = ticket.Resume(cctx, spec, opts.resumeDir)
+		spec.ID = restoredID(n.id)
+		lease, err = ticket.Resume(ctx, spec, opts.resumeDir)
 	} else {
-		lease, err = ticket.Acquire(cctx, spec)
+		lease, err = ticket.Acquire(ctx, spec)
 	}
 	if err == nil && opts.seed != nil {
-		if err = opts.seed(cctx, lease); err != nil {
-			lease.Destroy(cctx)
+		if err = opts.seed(ctx, lease); err != nil {
+			lease.Destroy(ctx)
 		}
 	}
-	if err != nil {
-		m.cfg.Logger.Error("create session sandbox", "session", id, "err", err)
-		l.mu.Lock()
-		l.rec.EndReason, l.rec.EndDetail = airlock.EndCreateFailed, "the sandbox could not be made"
-		if ae := (*airlock.Error)(nil); errors.As(err, &ae) && ae.Message != "" {
-			l.rec.EndDetail = ae.Message
-		}
-		l.mu.Unlock()
-		m.finish(ctx, l, nil, airlock.SessionFailed)
-		release()
-		var ae *airlock.Error
-		if errors.As(err, &ae) {
-			return nil, false, err
-		}
-		return nil, false, &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "sandbox-failed", Message: "the session's sandbox could not be made; the session is recorded as failed (session " + id + ")", Err: err}
+	return lease, err
+}
+
+// createFailed records the session as failed with the reason its
+// sandbox could not be made.
+func (m *Manager) createFailed(ctx context.Context, l *live, err error) {
+	l.mu.Lock()
+	l.rec.EndReason, l.rec.EndDetail = airlock.EndCreateFailed, "the sandbox could not be made"
+	if ae := (*airlock.Error)(nil); errors.As(err, &ae) && ae.Message != "" {
+		l.rec.EndDetail = ae.Message
 	}
+	l.mu.Unlock()
+	m.finish(ctx, l, nil, airlock.SessionFailed)
+}
+
+// sandboxFailed is the error of a create whose sandbox could not be
+// made: the domain error it was, or a 503 sandbox-failed.
+func sandboxFailed(id string, err error) error {
+	var ae *airlock.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "sandbox-failed", Message: "the session's sandbox could not be made; the session is recorded as failed (session " + id + ")", Err: err}
+}
+
+// serve hands the sandbox to the session and makes it ready (or ends it,
+// when it was deleted while it was made), and watches it from then on.
+func (m *Manager) serve(ctx, cctx context.Context, l *live, lease *provision.Lease, opts createOpts) *airlock.Session {
 	l.mu.Lock()
 	l.lease = lease
 	l.rec.StartSource = lease.StartSource()
@@ -228,8 +292,7 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	if l.rec.State == airlock.SessionDestroying { // deleted while it was made
 		l.mu.Unlock()
 		m.finish(ctx, l, lease, airlock.SessionDestroyed)
-		s := m.snapshot(ctx, l)
-		return s, true, nil
+		return m.snapshot(ctx, l)
 	}
 	l.rec.LastActiveAt = m.cfg.Now().UTC()
 	m.move(ctx, l, airlock.SessionReady)
@@ -238,7 +301,7 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 		m.restored(cctx, l, true)
 	}
 	go m.watch(l)
-	return m.snapshot(ctx, l), true, nil
+	return m.snapshot(ctx, l)
 }
 
 // claim takes the idempotency key for session id. It returns nil, nil

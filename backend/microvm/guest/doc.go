@@ -23,6 +23,6 @@
 // guest's console (the host's log of the VM), and the guest powers off.
 //
 // It runs inside the guest before any untrusted code: it must not import
-// host-side packages; what it needs comes from its Config (written into
+// host-side packages; what it needs comes from its Config (internal/guestabi, written into
 // the initramfs by the image builder) and the kernel command line.
 package guest

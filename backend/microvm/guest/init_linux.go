@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,17 +31,17 @@ const defaultNproc = 256
 const agentTasks = 32
 
 // RunIfAsked runs the guest's init when this process is PID 1 started as
-// InitPath with a Config in place, and never returns then: it execs the
+// guestabi.InitPath with a Config in place, and never returns then: it execs the
 // agent, or powers the guest off after logging the failure to the
 // console. Call it first thing in main.
 func RunIfAsked() {
-	if len(os.Args) == 2 && os.Args[0] == InitPath && os.Args[1] == reseederArg && os.Getppid() == 1 {
+	if len(os.Args) == 2 && os.Args[0] == guestabi.InitPath && os.Args[1] == reseederArg && os.Getppid() == 1 {
 		runReseeder() // never returns
 	}
-	if os.Getpid() != 1 || len(os.Args) == 0 || os.Args[0] != InitPath {
+	if os.Getpid() != 1 || len(os.Args) == 0 || os.Args[0] != guestabi.InitPath {
 		return
 	}
-	if _, err := os.Stat(ConfigPath); err != nil {
+	if _, err := os.Stat(guestabi.ConfigPath); err != nil {
 		return
 	}
 	runtime.LockOSThread()
@@ -59,8 +61,8 @@ func run() (string, error) {
 		return stage, err
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
-	nproc := CmdlineInt(string(cmdline), ParamNproc, defaultNproc) + agentTasks
-	netCfg, err := ParseNet(string(cmdline))
+	nproc := guestabi.CmdlineInt(string(cmdline), guestabi.ParamNproc, defaultNproc) + agentTasks
+	netCfg, err := guestabi.ParseNet(string(cmdline))
 	if err != nil {
 		return "network", err
 	}
@@ -95,9 +97,9 @@ func run() (string, error) {
 }
 
 // readConfig reads and checks the Config the host put in the initramfs.
-func readConfig() (Config, error) {
-	var cfg Config
-	data, err := os.ReadFile(ConfigPath)
+func readConfig() (guestabi.Config, error) {
+	var cfg guestabi.Config
+	data, err := os.ReadFile(guestabi.ConfigPath)
 	if err != nil {
 		return cfg, err
 	}
@@ -109,7 +111,7 @@ func readConfig() (Config, error) {
 
 // mountEarly mounts /proc and the initramfs's /dev, loads the modules
 // and sets the sysctls. On failure it names the stage.
-func mountEarly(cfg *Config) (string, error) {
+func mountEarly(cfg *guestabi.Config) (string, error) {
 	os.MkdirAll("/proc", 0o555)
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "mount /proc", err
@@ -137,7 +139,7 @@ type guestDevices struct {
 // findDevices waits (with /sys mounted for the while) until the disks
 // and ports of cfg's serials and names appear. On failure it names the
 // stage.
-func findDevices(cfg *Config) (guestDevices, string, error) {
+func findDevices(cfg *guestabi.Config) (guestDevices, string, error) {
 	var d guestDevices
 	os.MkdirAll("/sys", 0o555)
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -165,7 +167,7 @@ func findDevices(cfg *Config) (guestDevices, string, error) {
 // starts the reseeder, leaves the initramfs for the new root and brings
 // its network up. It returns the port's descriptor, or on failure names
 // the stage.
-func enterRoot(cfg *Config, devs guestDevices, netCfg *NetConfig) (int, string, error) {
+func enterRoot(cfg *guestabi.Config, devs guestDevices, netCfg *guestabi.NetConfig) (int, string, error) {
 	if err := setupRoot(cfg, devs.root, devs.scratch); err != nil {
 		return -1, "mounts", err
 	}
@@ -211,7 +213,7 @@ func enterRoot(cfg *Config, devs guestDevices, netCfg *NetConfig) (int, string, 
 // dropPrivileges sets the rlimits (nproc processes), drops the
 // capability bounding set, becomes cfg's user and group with no
 // capabilities, and sets no_new_privs. On failure it names the stage.
-func dropPrivileges(cfg *Config, nproc int64) (string, error) {
+func dropPrivileges(cfg *guestabi.Config, nproc int64) (string, error) {
 	for _, r := range []struct {
 		res int
 		n   uint64
@@ -319,7 +321,7 @@ func findDevice(glob, want string) string {
 }
 
 // setupRoot mounts the root disk at /newroot and everything below it.
-func setupRoot(cfg *Config, rootDev, scratchDev string) error {
+func setupRoot(cfg *guestabi.Config, rootDev, scratchDev string) error {
 	const root, scratch = "/newroot", "/scratch"
 	for _, d := range []string{root, scratch} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

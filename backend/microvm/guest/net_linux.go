@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"fmt"
 	"net"
 	"os"
@@ -32,7 +34,7 @@ func bindResolvConf(root, content string) error {
 
 // networkUp gives the guest's interface its address and the default
 // route, once the driver has found the device.
-func networkUp(n *NetConfig) error {
+func networkUp(n *guestabi.NetConfig) error {
 	var link netlink.Link
 	if err := waitFor(20*time.Second, func() bool {
 		var err error

@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"github.com/airlockhq/airlock/internal/guestabi"
+
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -11,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reseederArg makes InitPath the reseeder (started by init, PID 1).
+// reseederArg makes guestabi.InitPath the reseeder (started by init, PID 1).
 const reseederArg = "airlock-reseed"
 
 // SeedBytes is how much entropy the host sends per reseed; the reseeder
@@ -38,8 +40,8 @@ func startReseeder(dev string) error {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command(InitPath, reseederArg)
-	cmd.Args = []string{InitPath, reseederArg}
+	cmd := exec.Command(guestabi.InitPath, reseederArg)
+	cmd.Args = []string{guestabi.InitPath, reseederArg}
 	cmd.Env = []string{}
 	cmd.Stderr = os.Stderr         // the console
 	cmd.ExtraFiles = []*os.File{f} // fd 3

@@ -1,11 +1,11 @@
-package guest_test
+package guestabi_test
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/airlockhq/airlock/backend/microvm/guest"
+	"github.com/airlockhq/airlock/internal/guestabi"
 )
 
 func TestCmdlineInt(t *testing.T) {
@@ -22,24 +22,24 @@ func TestCmdlineInt(t *testing.T) {
 		{"airlock.nproc=", 256},
 	}
 	for _, tt := range tests {
-		if got := guest.CmdlineInt(tt.cmdline, guest.ParamNproc, 256); got != tt.want {
+		if got := guestabi.CmdlineInt(tt.cmdline, guestabi.ParamNproc, 256); got != tt.want {
 			t.Errorf("CmdlineInt(%q) = %d, want %d", tt.cmdline, got, tt.want)
 		}
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := guest.Config{Modules: []string{"/lib/modules/virtio.ko"}, RootSerial: "r", ScratchSerial: "s", Port: "p",
+	good := guestabi.Config{Modules: []string{"/lib/modules/virtio.ko"}, RootSerial: "r", ScratchSerial: "s", Port: "p",
 		Agent: "/opt/airlock/bin/airlock-agent", Hostname: "sandbox", UID: 1000, GID: 1000}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, edit := range map[string]func(*guest.Config){
-		"root user":       func(c *guest.Config) { c.UID = 0 },
-		"relative agent":  func(c *guest.Config) { c.Agent = "agent" },
-		"relative module": func(c *guest.Config) { c.Modules = []string{"x.ko"} },
-		"no port":         func(c *guest.Config) { c.Port = "" },
-		"no hostname":     func(c *guest.Config) { c.Hostname = "" },
+	for name, edit := range map[string]func(*guestabi.Config){
+		"root user":       func(c *guestabi.Config) { c.UID = 0 },
+		"relative agent":  func(c *guestabi.Config) { c.Agent = "agent" },
+		"relative module": func(c *guestabi.Config) { c.Modules = []string{"x.ko"} },
+		"no port":         func(c *guestabi.Config) { c.Port = "" },
+		"no hostname":     func(c *guestabi.Config) { c.Hostname = "" },
 	} {
 		c := good
 		edit(&c)
@@ -50,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNetCmdline(t *testing.T) {
-	n := guest.NetConfig{
+	n := guestabi.NetConfig{
 		Addr:       netip.MustParsePrefix("10.200.0.2/30"),
 		Gateway:    netip.MustParseAddr("10.200.0.1"),
 		ResolvConf: "nameserver 10.200.0.1\noptions ndots:0 timeout:2 attempts:2\n",
@@ -59,14 +59,14 @@ func TestNetCmdline(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := "console=ttyS0 quiet " + n.Cmdline() + " airlock.nproc=64"
-	got, err := guest.ParseNet(line)
+	got, err := guestabi.ParseNet(line)
 	if err != nil || got == nil || *got != n {
 		t.Fatalf("ParseNet(%q) = %+v, %v; want %+v", line, got, err, n)
 	}
 	if strings.ContainsAny(n.Cmdline(), "\n\"") || strings.Count(n.Cmdline(), " ") != 1 {
 		t.Errorf("the parameters are not two plain words: %q", n.Cmdline())
 	}
-	if got, err := guest.ParseNet("console=ttyS0 airlock.nproc=64"); got != nil || err != nil {
+	if got, err := guestabi.ParseNet("console=ttyS0 airlock.nproc=64"); got != nil || err != nil {
 		t.Errorf("no network: %+v, %v", got, err)
 	}
 	for _, bad := range []string{
@@ -81,7 +81,7 @@ func TestNetCmdline(t *testing.T) {
 		"airlock.resolv=bmFtZXNlcnZlcg",
 		"airlock.net=10.0.0.2/30,10.0.0.1 airlock.resolv=" + strings.Repeat("QUFB", 200),
 	} {
-		if got, err := guest.ParseNet(bad); err == nil {
+		if got, err := guestabi.ParseNet(bad); err == nil {
 			t.Errorf("ParseNet(%q) = %+v, want an error", bad, got)
 		}
 	}
@@ -95,14 +95,14 @@ func FuzzParseNet(f *testing.F) {
 	f.Add("airlock.net=10.0.0.2/30 airlock.resolv=")
 	f.Add("console=ttyS0")
 	f.Fuzz(func(t *testing.T, line string) {
-		n, err := guest.ParseNet(line)
+		n, err := guestabi.ParseNet(line)
 		if err != nil || n == nil {
 			return
 		}
 		if err := n.Validate(); err != nil {
 			t.Fatalf("ParseNet(%q) returned an invalid config: %v", line, err)
 		}
-		again, err := guest.ParseNet(n.Cmdline())
+		again, err := guestabi.ParseNet(n.Cmdline())
 		if err != nil || again == nil || *again != *n {
 			t.Fatalf("round trip of %+v: %+v, %v", n, again, err)
 		}

@@ -1,4 +1,4 @@
-package guest
+package guestabi
 
 import (
 	"encoding/base64"
