@@ -40,6 +40,16 @@ type Options struct {
 	// QEMU's TCG: the assertions stay the same, the program gets more
 	// time to meet them. Zero or less means 1.
 	Slowdown float64
+	// Parallel is how many cases of a group may run at once (also
+	// bounded by go test's -parallel, GOMAXPROCS by default); zero or one
+	// runs them one after another. With more, each case's host check
+	// covers what carries one of its sandboxes' IDs (run directories,
+	// mounts, cgroups, processes in those cgroups or naming them, network
+	// namespaces), and the whole comparison, with the backend's
+	// CheckClean, runs once after the last case. Only a backend that
+	// names everything of a sandbox after its ID, as microvm does, can
+	// run its cases in parallel.
+	Parallel int
 }
 
 // Checker is implemented by backends that can tell whether anything of
@@ -96,10 +106,11 @@ func Cases() []Case {
 // case.
 const sharedKernelSkip = "needs a separate kernel: this backend's sandboxes run on the host's kernel (Capabilities.SeparateKernel is false), which sees and answers this probe itself; only gVisor's or a microVM's own kernel can stand between it and the host"
 
-// Run runs every case against b, one after another. After each case every
-// sandbox it made is destroyed and the host is checked: no process,
-// mount, cgroup, network namespace or run directory of them may be left.
-// A test selects cases with -run, e.g. -run 'TestConformance/escape/'.
+// Run runs every case against b, one after another (or Options.Parallel
+// at a time, group by group). After each case every sandbox it made is
+// destroyed and the host is checked: no process, mount, cgroup, network
+// namespace or run directory of them may be left. A test selects cases
+// with -run, e.g. -run 'TestConformance/escape/'.
 func Run(t *testing.T, b airlock.Backend, opts Options) {
 	if opts.Image == nil {
 		t.Fatal("conformance: Options.Image is required")
@@ -125,6 +136,13 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 		}
 		byGroup[c.Group] = append(byGroup[c.Group], c)
 	}
+	parallel := opts.Parallel > 1
+	var slots chan struct{}
+	var beforeAll hostState
+	if parallel {
+		slots = make(chan struct{}, opts.Parallel)
+		beforeAll = snapshotHost(b, opts)
+	}
 	for _, g := range groups {
 		t.Run(g, func(t *testing.T) {
 			for _, c := range byGroup[g] {
@@ -132,17 +150,34 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 					if c.SeparateKernel && !caps.SeparateKernel {
 						testreq.NotApplicable(t, sharedKernelSkip)
 					}
-					before := snapshotHost(b, opts)
+					if parallel {
+						t.Parallel()
+						slots <- struct{}{}
+						defer func() { <-slots }()
+					}
+					var before hostState
+					if !parallel {
+						before = snapshotHost(b, opts)
+					}
 					e := &Env{t: t, b: b, caps: caps, opts: opts, canary: canary}
 					t.Cleanup(func() {
 						e.destroyAll()
-						checkHost(t, b, opts, before, e.netns)
+						if parallel {
+							checkOwn(t, b, opts, e.ids, e.netns)
+						} else {
+							checkHost(t, b, opts, before, e.netns)
+						}
 					})
 					t.Logf("want: %s", c.Want)
 					c.Run(t, e)
 				})
 			}
 		})
+	}
+	if parallel {
+		// What no one case could be held to: anything left that names no
+		// sandbox, and the backend's own check.
+		checkHost(t, b, opts, beforeAll, nil)
 	}
 }
 
@@ -156,6 +191,7 @@ type Env struct {
 
 	mu        sync.Mutex
 	sandboxes []airlock.Sandbox
+	ids       []string // IDs of every sandbox the case made
 	netns     []string // host network namespaces the case's sandboxes ran in
 }
 
@@ -183,7 +219,11 @@ func (e *Env) Sandbox(limits *airlock.Limits) airlock.Sandbox {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sb, err := e.b.Create(ctx, airlock.SandboxSpec{ID: "cf-" + randomHex(6), Image: e.opts.Image, Limits: l,
+	id := "cf-" + randomHex(6)
+	e.mu.Lock()
+	e.ids = append(e.ids, id)
+	e.mu.Unlock()
+	sb, err := e.b.Create(ctx, airlock.SandboxSpec{ID: id, Image: e.opts.Image, Limits: l,
 		Labels: map[string]string{"airlock.conformance": e.t.Name()}})
 	if err != nil {
 		e.t.Fatalf("create sandbox: %v", err)
