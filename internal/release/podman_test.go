@@ -132,8 +132,9 @@ func podmanArgs(t *testing.T) []string {
 // the host's hard limits, at most 65536 files and 16384 processes.
 // Podman's defaults for root (2^20 files, 2^22 processes) exceed the
 // hard limits of hosts like these development machines, where raising
-// a hard limit fails without CAP_SYS_RESOURCE (and podman's own process
-// limit here is 32768).
+// a hard limit fails without CAP_SYS_RESOURCE (there the host's own hard
+// process limit failed too, and 16384 worked: podman's conmon ran with
+// 32768).
 func ulimits() []string {
 	lim := func(res int, most uint64) string {
 		var r unix.Rlimit
