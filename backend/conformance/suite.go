@@ -50,6 +50,13 @@ type Options struct {
 	// names everything of a sandbox after its ID, as microvm does, can
 	// run its cases in parallel.
 	Parallel int
+	// Restore, for a backend that is an airlock.Snapshotter, makes the
+	// sandboxes of the suite's default limits as a node makes them from
+	// an image's base snapshot: restored from one checkpoint of a booted
+	// sandbox, taken once at the start. A sandbox with limits of its own
+	// still boots. Restoring a microVM under TCG takes well under a
+	// second where a boot takes several.
+	Restore bool
 }
 
 // Checker is implemented by backends that can tell whether anything of
@@ -123,10 +130,14 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 	// Warm the backend up (runtime state that lives as long as the
 	// backend, such as a disk template, is made by its first sandbox),
 	// so the per-case host comparison sees only what cases make.
+	var base string
 	func() {
 		e := &Env{t: t, b: b, caps: caps, opts: opts, canary: canary}
 		defer e.destroyAll()
-		e.Sandbox(nil)
+		sb := e.Sandbox(nil)
+		if snap, ok := b.(airlock.Snapshotter); ok && opts.Restore {
+			base = checkpointBase(t, snap, sb)
+		}
 	}()
 	var groups []string
 	byGroup := map[string][]Case{}
@@ -159,7 +170,7 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 					if !parallel {
 						before = snapshotHost(b, opts)
 					}
-					e := &Env{t: t, b: b, caps: caps, opts: opts, canary: canary}
+					e := &Env{t: t, b: b, caps: caps, opts: opts, canary: canary, base: base}
 					t.Cleanup(func() {
 						e.destroyAll()
 						if parallel {
@@ -188,6 +199,8 @@ type Env struct {
 	caps   airlock.Capabilities
 	opts   Options
 	canary *canary
+
+	base      string // checkpoint the default sandboxes are restored from (Options.Restore)
 
 	mu        sync.Mutex
 	sandboxes []airlock.Sandbox
@@ -223,8 +236,15 @@ func (e *Env) Sandbox(limits *airlock.Limits) airlock.Sandbox {
 	e.mu.Lock()
 	e.ids = append(e.ids, id)
 	e.mu.Unlock()
-	sb, err := e.b.Create(ctx, airlock.SandboxSpec{ID: id, Image: e.opts.Image, Limits: l,
-		Labels: map[string]string{"airlock.conformance": e.t.Name()}})
+	spec := airlock.SandboxSpec{ID: id, Image: e.opts.Image, Limits: l,
+		Labels: map[string]string{"airlock.conformance": e.t.Name()}}
+	var sb airlock.Sandbox
+	var err error
+	if snap, ok := e.b.(airlock.Snapshotter); ok && e.base != "" && limits == nil {
+		sb, err = snap.Restore(ctx, spec, e.base)
+	} else {
+		sb, err = e.b.Create(ctx, spec)
+	}
 	if err != nil {
 		e.t.Fatalf("create sandbox: %v", err)
 	}
@@ -379,4 +399,25 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// checkpointBase checkpoints sb (which ends it) into a directory of its
+// own, outside the watched ones, removed when the suite ends; the
+// default sandboxes of the cases are restored from it.
+func checkpointBase(t *testing.T, snap airlock.Snapshotter, sb airlock.Sandbox) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "airlock-conformance-base-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cp := filepath.Join(dir, "base")
+	if err := snap.Checkpoint(ctx, sb, cp); err != nil {
+		t.Fatalf("checkpoint of the base sandbox: %v", err)
+	}
+	t.Logf("the cases' default sandboxes are restored from a checkpoint (made in %v)", time.Since(start).Round(time.Millisecond))
+	return cp
 }

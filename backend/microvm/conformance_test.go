@@ -17,7 +17,9 @@ import (
 // as the machine has cores (each VM in its own machine directory, cgroup
 // and, with a network, network namespace, all named after its ID, which
 // is what each case's host check then covers), also bounded by go test's
-// -parallel.
+// -parallel. The cases' sandboxes of the default limits are restored
+// from a checkpoint of one booted VM, as a node's base snapshots are
+// (TestBoot and the cases with limits of their own boot).
 func TestConformance(t *testing.T) {
 	b := testenv.MicroVM(t)
 	cfg := b.Config()
@@ -27,6 +29,7 @@ func TestConformance(t *testing.T) {
 		CgroupParent: cfg.CgroupParent,
 		Slowdown:     slowdown(b),
 		Parallel:     runtime.NumCPU(),
+		Restore:      true,
 	})
 }
 

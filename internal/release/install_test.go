@@ -135,6 +135,7 @@ func TestInstallTarball(t *testing.T) {
 	if res.ExitCode != 0 || res.Stdout != "1\n" {
 		t.Fatalf("print(1) through the installed airlockd: %+v", res)
 	}
+	t.Logf("print(1) ran through the installed airlockd")
 
 	stop()
 	// runsc keeps one mount in its root directory: null-netns, the

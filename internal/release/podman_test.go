@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -42,7 +43,14 @@ func TestImageInPodman(t *testing.T) {
 	if err != nil {
 		t.Fatalf("podman load: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command(podman, append(args, "rmi", "-f", name)...).Run() })
+	t.Cleanup(func() {
+		// Removing the image's layers took minutes on a machine at load 50.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, podman, append(args, "rmi", "-f", name)...).CombinedOutput(); err != nil {
+			t.Errorf("podman rmi %s: %v\n%s", name, err, out)
+		}
+	})
 	if !strings.Contains(string(out), name) {
 		t.Errorf("podman load named the image otherwise than %s:\n%s", name, out)
 	}
@@ -86,7 +94,9 @@ func TestImageInPodman(t *testing.T) {
 			logs, _ := exec.Command(podman, append(args, "logs", ctr)...).CombinedOutput()
 			t.Logf("airlockd's log in the container:\n%s", logs)
 		}
-		if out, err := exec.Command(podman, append(args, "rm", "-f", "-t", "30", ctr)...).CombinedOutput(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, podman, append(args, "rm", "-f", "-t", "30", ctr)...).CombinedOutput(); err != nil {
 			t.Errorf("podman rm: %v\n%s", err, out)
 		}
 	})
@@ -111,6 +121,7 @@ func TestImageInPodman(t *testing.T) {
 	if res.ExitCode != 0 || res.Stdout != "1\n" {
 		t.Fatalf("print(1) through airlockd in podman: %+v", res)
 	}
+	t.Logf("print(1) ran in a gVisor sandbox of airlockd in podman")
 }
 
 // podmanArgs are podman's global flags for this host: the runc runtime
