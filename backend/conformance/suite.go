@@ -200,7 +200,7 @@ type Env struct {
 	opts   Options
 	canary *canary
 
-	base      string // checkpoint the default sandboxes are restored from (Options.Restore)
+	base string // checkpoint the default sandboxes are restored from (Options.Restore)
 
 	mu        sync.Mutex
 	sandboxes []airlock.Sandbox
