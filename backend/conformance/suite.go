@@ -42,7 +42,7 @@ type Options struct {
 	Slowdown float64
 	// Parallel is how many cases of a group may run at once (also
 	// bounded by go test's -parallel, GOMAXPROCS by default); zero or one
-	// runs them one after another. With more, each case's host check
+	// runs them one after another, and so do the exhaustion cases always. With more, each case's host check
 	// covers what carries one of its sandboxes' IDs (run directories,
 	// mounts, cgroups, processes in those cgroups or naming them, network
 	// namespaces), and the whole comparison, with the backend's
@@ -155,6 +155,10 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 		beforeAll = snapshotHost(b, opts)
 	}
 	for _, g := range groups {
+		// Exhaustion cases use up the CPU, memory and processes and
+		// measure deadlines: side by side they would measure each other.
+		// They run one at a time, each with the whole host check.
+		parallel := parallel && g != Exhaustion
 		t.Run(g, func(t *testing.T) {
 			for _, c := range byGroup[g] {
 				t.Run(c.Name, func(t *testing.T) {
@@ -185,7 +189,7 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 			}
 		})
 	}
-	if parallel {
+	if opts.Parallel > 1 {
 		// What no one case could be held to: anything left that names no
 		// sandbox, and the backend's own check.
 		checkHost(t, b, opts, beforeAll, nil)
