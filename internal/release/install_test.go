@@ -90,7 +90,10 @@ func TestInstallTarball(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs syncBuffer
-	d := exec.CommandContext(ctx, filepath.Join(prefix, "bin", "airlockd"), "--state-dir", state, "--listen", addr)
+	// A cgroup parent of its own: the reconciler owns all of its parent,
+	// and the default one is a real node's on this host.
+	d := exec.CommandContext(ctx, filepath.Join(prefix, "bin", "airlockd"), "--state-dir", state, "--listen", addr,
+		"--cgroup-parent", "airlock-release-test-"+randomHex(6))
 	d.Env = []string{"PATH=" + filepath.Join(prefix, "bin") + ":" + noGoPath, "HOME=" + dir}
 	d.Stdout, d.Stderr = &logs, &logs
 	d.Cancel = func() error { return d.Process.Signal(syscall.SIGTERM) }

@@ -85,7 +85,11 @@ func TestImageInPodman(t *testing.T) {
 
 	addr := freeAddr(t)
 	ctr := "airlock-release-test-" + randomHex(4)
-	serve := append(append([]string{}, run...), "-d", "--name", ctr, "-p", addr+":8080", name)
+	// A cgroup parent of its own: with cgroups v1 a privileged container
+	// sees the host's hierarchy, and the reconciler owns all of its
+	// parent, whose default is a real node's.
+	serve := append(append([]string{}, run...), "-d", "--name", ctr, "-p", addr+":8080", name,
+		"--cgroup-parent", "airlock-release-test-"+randomHex(6))
 	if out, err := exec.Command(podman, serve...).CombinedOutput(); err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
