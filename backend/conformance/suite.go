@@ -54,8 +54,8 @@ type Options struct {
 	// sandboxes of the suite's default limits as a node makes them from
 	// an image's base snapshot: restored from one checkpoint of a booted
 	// sandbox, taken once at the start. A sandbox with limits of its own
-	// still boots. Restoring a microVM under TCG takes well under a
-	// second where a boot takes several.
+	// still boots, and so do the exhaustion cases. Restoring a microVM
+	// under TCG takes well under a second where a boot takes several.
 	Restore bool
 }
 
@@ -159,6 +159,15 @@ func Run(t *testing.T, b airlock.Backend, opts Options) {
 		// measure deadlines: side by side they would measure each other.
 		// They run one at a time, each with the whole host check.
 		parallel := parallel && g != Exhaustion
+		// They also boot, as before restores came in: two of their
+		// timing windows (a signal handler set within 3 s, a parent back
+		// within 5 s) were missed with restored VMs on a machine at load
+		// 45 (whether the restore or the load was not settled); booted,
+		// they passed in CI.
+		base := base
+		if g == Exhaustion {
+			base = ""
+		}
 		t.Run(g, func(t *testing.T) {
 			for _, c := range byGroup[g] {
 				t.Run(c.Name, func(t *testing.T) {
