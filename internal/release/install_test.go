@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/cgroups"
 	"github.com/airlockhq/airlock/internal/mountinfo"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
@@ -91,9 +92,16 @@ func TestInstallTarball(t *testing.T) {
 	defer cancel()
 	var logs syncBuffer
 	// A cgroup parent of its own: the reconciler owns all of its parent,
-	// and the default one is a real node's on this host.
+	// and the default one is a real node's on this host. A node keeps
+	// its parent; the test removes it once airlockd has stopped.
+	parent := "airlock-release-test-" + randomHex(6)
+	t.Cleanup(func() {
+		if err := cgroups.Detect().Remove(parent); err != nil {
+			t.Errorf("remove cgroup parent %s: %v", parent, err)
+		}
+	})
 	d := exec.CommandContext(ctx, filepath.Join(prefix, "bin", "airlockd"), "--state-dir", state, "--listen", addr,
-		"--cgroup-parent", "airlock-release-test-"+randomHex(6))
+		"--cgroup-parent", parent)
 	d.Env = []string{"PATH=" + filepath.Join(prefix, "bin") + ":" + noGoPath, "HOME=" + dir}
 	d.Stdout, d.Stderr = &logs, &logs
 	d.Cancel = func() error { return d.Process.Signal(syscall.SIGTERM) }
