@@ -16,7 +16,6 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // minNode is the oldest Node the pinned SDKs support (their engines
@@ -80,27 +79,6 @@ func installSDK(t *testing.T, npm, dir string) {
 	t.Logf("npm ci took %v", time.Since(start).Round(time.Millisecond))
 }
 
-// e2bKey makes a tenant and an E2B-format key for it in the store of a
-// running airlockd.
-func e2bKey(t *testing.T, stateDir, tenant string) string {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tn := &airlock.Tenant{Name: tenant}
-	if err := db.CreateTenant(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	secret, k := airlock.NewE2BAPIKey(tn.ID, "", time.Now())
-	if err := db.CreateAPIKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	return secret
-}
-
 // TestE2BSDK runs E2B's published JavaScript SDKs (e2b 2.51.0,
 // @e2b/code-interpreter 2.8.0, installed by npm ci from the committed
 // lockfile), unchanged, against the real airlockd, with nothing but
@@ -128,8 +106,8 @@ func TestE2BSDK(t *testing.T) {
 	installed := make(chan struct{})
 	go func() { defer close(installed); installSDK(t, npm, pkg) }()
 	d := n.start("--warm", "", "--warm-sessions", "python-ds/small", "--pool-max", "1", "--keep-sessions=false")
-	keyA := e2bKey(t, tmp, "sdk-a")
-	keyB := e2bKey(t, tmp, "sdk-b")
+	keyA := newTenantKey(t, tmp, "sdk-a", airlock.NewE2BAPIKey)
+	keyB := newTenantKey(t, tmp, "sdk-b", airlock.NewE2BAPIKey)
 	<-installed
 	if t.Failed() {
 		return

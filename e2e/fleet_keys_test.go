@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +17,8 @@ import (
 // pointed at any node with an operator key, list and revoke on the
 // PostgreSQL fleet with no shell on its nodes.
 func TestFleetKeys(t *testing.T) {
-	tf := startTestFleet(t, nil)
-	adminBytes, err := os.ReadFile(filepath.Join(tf.nodes[0].tmp, "admin.key"))
-	if err != nil {
-		t.Fatalf("the first node's admin.key: %v", err)
-	}
-	admin := strings.TrimSpace(string(adminBytes))
+	tf := startTestFleet(t, fleetOptions{})
+	admin := tf.nodes[0].adminKey()
 	n0, n1, n2 := tf.nodes[0], tf.nodes[1], tf.nodes[2]
 
 	if r := send(t, "POST", n1.url()+"/v1/admin/tenants", admin, strings.NewReader(`{"name":"fleet-keys"}`)); r.status != http.StatusCreated {

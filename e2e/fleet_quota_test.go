@@ -24,7 +24,7 @@ import (
 // quota meanwhile.
 func TestFleetQuotas(t *testing.T) {
 	const quotaSessions = 4
-	tf := startTestFleet(t, []string{"--quota", fmt.Sprintf("sessions=%d", quotaSessions), "--quota-flush", "1s"})
+	tf := startTestFleet(t, fleetOptions{extra: []string{"--quota", fmt.Sprintf("sessions=%d", quotaSessions), "--quota-flush", "1s"}})
 	nodes := tf.nodes
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, tf.pg.DSN("airlock"))

@@ -7,13 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,161 +21,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/airlockhq/airlock/fleet"
-	"github.com/airlockhq/airlock/internal/etcdtest"
-	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/s3test"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/internal/testpg"
 )
-
-// Settings of the fleet test: three nodes on this machine, each offering
-// fleetSessions small sessions (0.1 CPU, 128 MiB: gVisor sandboxes of
-// image base, no pool, no snapshots, no network; AIRLOCK_FLEET_SESSIONS
-// sets another number) and fleetRuns one-shot slots; leases of fleetTTL.
-const (
-	fleetNodes  = 3
-	fleetRuns   = 3
-	fleetTTL    = 3 * time.Second
-	fleetSecret = "fleet-e2e-secret-0123456789"
-)
-
-var fleetSessions = func() int {
-	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_FLEET_SESSIONS")); err == nil && n >= 4 {
-		return n
-	}
-	return 8
-}()
-
-// fleetNode is one airlockd of the fleet.
-type fleetNode struct {
-	id     string
-	tmp    string
-	parent string
-	addr   string // 127.0.0.1:port
-	args   []string
-	d      *daemon
-	cut    *cutProxies
-}
-
-func (n *fleetNode) url() string { return "http://" + n.addr }
-
-// testFleet is three airlockd nodes on one PostgreSQL and one etcd.
-type testFleet struct {
-	t     *testing.T
-	nodes []*fleetNode
-	key   string
-	pg    *testpg.Server
-	etcd  *etcdtest.Cluster
-	ecli  *clientv3.Client
-	bin   string
-	env   []string // added to every node's environment
-
-	mu      sync.Mutex
-	daemons []*daemon
-}
-
-// startTestFleet starts PostgreSQL, etcd and the nodes (extra flags
-// appended to each node's), and cleans all up when the test ends.
-func startTestFleet(t *testing.T, extra []string) *testFleet {
-	return startTestFleetEnv(t, extra, nil)
-}
-
-// startTestFleetEnv is startTestFleet with variables added to every
-// node's environment.
-func startTestFleetEnv(t *testing.T, extra, env []string) *testFleet {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	if _, err := testpg.BinDir(); err != nil {
-		testreq.Skip(t, err.Error())
-	}
-	ctx := context.Background()
-	pg, err := testpg.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
-	})
-	if err := pg.CreateDatabase(ctx, "airlock"); err != nil {
-		t.Fatal(err)
-	}
-	tf := &testFleet{t: t, pg: pg, etcd: etcdtest.Start(t, 3), env: env}
-	tf.ecli = tf.etcd.Client(t)
-	for i := 0; i < fleetNodes; i++ {
-		tmp, err := os.MkdirTemp("", fmt.Sprintf("airlock-fleet-n%d-", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &fleetNode{id: fmt.Sprintf("n%d", i), tmp: tmp, parent: "airlock-fleet-" + testenv.RandomID(), addr: freeLoopback(t)}
-		t.Cleanup(func() {
-			tf.mu.Lock()
-			defer tf.mu.Unlock()
-			crashCleanup(t, n.tmp, n.parent, tf.daemons)
-		})
-		if tf.bin == "" {
-			tf.bin = buildAirlockd(t, tmp)
-		}
-		shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-		n.cut = newCutProxies(t, tf.etcd.Endpoints())
-		n.args = append([]string{"--listen", n.addr, "--state-dir", tmp, "--agent", agent, "--cgroup-parent", n.parent,
-			"--store", pg.URL("airlock"), "--no-egress", "--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots",
-			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
-			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
-			// Default session sizes (small: 1 CPU) and no --fleet-cpus: a
-			// node of the fleet takes the sessions it would take alone.
-			"--max-concurrent", fmt.Sprint(fleetRuns), "--keep-sessions=false"}, extra...)
-		tf.nodes = append(tf.nodes, n)
-	}
-	for _, n := range tf.nodes { // one after another: the first makes tenant default
-		tf.start(n)
-	}
-	keyBytes, err := os.ReadFile(filepath.Join(tf.nodes[0].tmp, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf.key = strings.TrimSpace(string(keyBytes))
-	testreq.Eventually(t, 20*time.Second, "three members in etcd", func() bool { return len(tf.members()) == fleetNodes })
-	return tf
-}
-
-func (tf *testFleet) start(n *fleetNode) {
-	tf.t.Helper()
-	d := startDaemonEnv(tf.t, tf.bin, n.args, tf.env)
-	tf.mu.Lock()
-	tf.daemons = append(tf.daemons, d)
-	tf.mu.Unlock()
-	n.d = d
-}
-
-// members are the fleet's members as etcd has them.
-func (tf *testFleet) members() map[string]fleet.Node {
-	resp, err := tf.ecli.Get(context.Background(), fleet.DefaultPrefix+"nodes/", clientv3.WithPrefix())
-	out := map[string]fleet.Node{}
-	if err != nil {
-		return out
-	}
-	for _, kv := range resp.Kvs {
-		var n fleet.Node
-		if json.Unmarshal(kv.Value, &n) == nil {
-			out[n.ID] = n
-		}
-	}
-	return out
-}
-
-// call sends one request to a node with tenant default's key.
-func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
-	tf.t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	return send(tf.t, method, n.url()+path, tf.key, r)
-}
 
 // TestFleet runs three airlockd nodes on one PostgreSQL database and one
 // three-member etcd cluster, all on loopback, and checks the fleet end
@@ -190,11 +35,6 @@ func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
 // when it starts again it removes their sandboxes; a node cut off from
 // etcd past its TTL destroys its sessions' sandboxes and joins again
 // when etcd is back.
-//
-// etcd runs inside the test process (the embed package): the test
-// chooses its ports and data directories, knows which member leads, and
-// stops a member at once; each node reaches it through a loopback proxy
-// of the test's so that one node alone can be cut off from it.
 func TestFleet(t *testing.T) {
 	// Artifacts in one real S3-compatible bucket, and one signing key
 	// file for every node: a URL one node signs downloads from any.
@@ -205,7 +45,7 @@ func TestFleet(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(signingKey)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tf := startTestFleetEnv(t, []string{"--blobs", s3.BucketURL("prefix=fleet/"), "--signing-key-file", keyFile}, s3.Env())
+	tf := startTestFleet(t, fleetOptions{extra: []string{"--blobs", s3.BucketURL("prefix=fleet/"), "--signing-key-file", keyFile}, env: s3.Env()})
 	ctx := context.Background()
 	nodes, pg, etcd := tf.nodes, tf.pg, tf.etcd
 	members, call, start := tf.members, tf.call, tf.start
@@ -471,10 +311,10 @@ func TestFleet(t *testing.T) {
 	})
 	// Its sandboxes outlived it; the node started again removes them
 	// (the fleet no longer assigns it those sessions).
-	left := runscProcesses(victim.tmp, 0)
+	left := runscProcesses(victim.dir, 0)
 	start(victim)
 	testreq.Eventually(t, time.Minute, "the restarted node removes its lost sessions' sandboxes", func() bool {
-		return len(runscProcesses(victim.tmp, victim.d.pid())) == 0
+		return len(runscProcesses(victim.dir, victim.d.pid())) == 0
 	})
 	t.Logf("the killed node left %d sandbox processes; after its restart none", len(left))
 	testreq.Eventually(t, 20*time.Second, "the restarted node is a member again", func() bool { _, ok := members()[victim.id]; return ok })
@@ -488,7 +328,7 @@ func TestFleet(t *testing.T) {
 		cutSessions = append(cutSessions, id)
 	}
 	oldInc := members()[cutNode.id].Incarnation
-	if len(runscProcesses(cutNode.tmp, cutNode.d.pid())) == 0 {
+	if len(runscProcesses(cutNode.dir, cutNode.d.pid())) == 0 {
 		t.Fatalf("node %s runs no sandbox before the cut", cutNode.id)
 	}
 	cutNode.cut.cut()
@@ -503,7 +343,7 @@ func TestFleet(t *testing.T) {
 		return true
 	})
 	testreq.Eventually(t, 30*time.Second, "the cut-off node destroys its sessions' sandboxes", func() bool {
-		return len(runscProcesses(cutNode.tmp, cutNode.d.pid())) == 0
+		return len(runscProcesses(cutNode.dir, cutNode.d.pid())) == 0
 	})
 	cutNode.cut.restore()
 	testreq.Eventually(t, 30*time.Second, "the node joins again as a new incarnation", func() bool {
@@ -528,124 +368,6 @@ func clip(s string, n int) string {
 	return s[:n] + "..."
 }
 
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// cutProxies are loopback TCP proxies, one per etcd member, through
-// which one node reaches etcd; cut drops every connection and refuses
-// new ones until restore.
-type cutProxies struct {
-	mu     sync.Mutex
-	lns    []net.Listener
-	conns  map[net.Conn]bool
-	isCut  bool
-	closed bool
-}
-
-func newCutProxies(t *testing.T, targets []string) *cutProxies {
-	t.Helper()
-	p := &cutProxies{conns: map[net.Conn]bool{}}
-	for _, target := range targets {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.lns = append(p.lns, ln)
-		to := strings.TrimPrefix(target, "http://")
-		go p.serve(ln, to)
-	}
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *cutProxies) serve(ln net.Listener, to string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.isCut || p.closed {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns[c] = true
-		p.mu.Unlock()
-		go func() {
-			u, err := net.DialTimeout("tcp", to, 2*time.Second)
-			if err != nil {
-				p.drop(c)
-				return
-			}
-			p.mu.Lock()
-			if p.isCut || p.closed {
-				p.mu.Unlock()
-				u.Close()
-				p.drop(c)
-				return
-			}
-			p.conns[u] = true
-			p.mu.Unlock()
-			go func() { io.Copy(u, c); p.drop(u) }()
-			io.Copy(c, u)
-			p.drop(c)
-		}()
-	}
-}
-
-func (p *cutProxies) drop(c net.Conn) {
-	c.Close()
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-}
-
-func (p *cutProxies) endpoints() []string {
-	var out []string
-	for _, ln := range p.lns {
-		out = append(out, "http://"+ln.Addr().String())
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (p *cutProxies) cut() {
-	p.mu.Lock()
-	p.isCut = true
-	var cs []net.Conn
-	for c := range p.conns {
-		cs = append(cs, c)
-	}
-	p.mu.Unlock()
-	for _, c := range cs {
-		c.Close()
-	}
-}
-
-func (p *cutProxies) restore() {
-	p.mu.Lock()
-	p.isCut = false
-	p.mu.Unlock()
-}
-
-func (p *cutProxies) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cut()
-	for _, ln := range p.lns {
-		ln.Close()
-	}
-}
-
 // TestBenchFleetRuns measures sustained one-shot runs per minute (bash
 // echo, gVisor, cold start: no pool, no snapshots) for benchWindow, with
 // as many clients as the members have run slots (fleetRuns each): a
@@ -658,7 +380,7 @@ func TestBenchFleetRuns(t *testing.T) {
 		t.Skip("set AIRLOCK_BENCH_FLEET=1 to measure (not a test)")
 	}
 	const benchWindow = 40 * time.Second
-	tf := startTestFleet(t, nil)
+	tf := startTestFleet(t, fleetOptions{})
 	load := func(via []*fleetNode, benchClients int) (perMin float64, failed int64, spread map[string]int) {
 		var ok, bad atomic.Int64
 		var mu sync.Mutex

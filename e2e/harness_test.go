@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -20,8 +21,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/testpg"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // The harness of the tests that run airlockd as a child process: a node
@@ -41,6 +46,12 @@ type nodeOptions struct {
 	parents []string
 	// bin is an airlockd already built (default: build one).
 	bin string
+	// listen is the address airlockd serves on (default 127.0.0.1:0: a
+	// port of the kernel's choice, new at every start). A node of a fleet
+	// needs one fixed address, which it advertises to the others.
+	listen string
+	// env is added to airlockd's environment at every start.
+	env []string
 }
 
 // testNode is one airlockd's state directory, cgroup parent and binary,
@@ -52,6 +63,8 @@ type testNode struct {
 	agent   string // airlock-agent
 	bin     string // airlockd
 	runsc   string
+	listen  string
+	env     []string
 	daemons []*daemon
 }
 
@@ -65,7 +78,10 @@ var quiet = []string{"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--
 func newTestNode(t *testing.T, o nodeOptions) *testNode {
 	t.Helper()
 	testenv.RequireRoot(t)
-	n := &testNode{t: t, runsc: testenv.RequireRunsc(t)}
+	n := &testNode{t: t, runsc: testenv.RequireRunsc(t), listen: o.listen, env: o.env}
+	if n.listen == "" {
+		n.listen = "127.0.0.1:0"
+	}
 	if len(o.images) == 0 {
 		o.images = []string{"base"}
 	}
@@ -100,19 +116,23 @@ func startNode(t *testing.T, o nodeOptions, extra ...string) (*testNode, *daemon
 // args are the node's own flags (address, state directory, agent, cgroup
 // parent) and extra.
 func (n *testNode) args(extra ...string) []string {
-	return append([]string{"--listen", "127.0.0.1:0", "--state-dir", n.dir, "--agent", n.agent, "--cgroup-parent", n.parent}, extra...)
+	return append([]string{"--listen", n.listen, "--state-dir", n.dir, "--agent", n.agent, "--cgroup-parent", n.parent}, extra...)
 }
 
 // start starts airlockd with the node's flags and extra, and waits until
 // it is ready.
 func (n *testNode) start(extra ...string) *daemon {
 	n.t.Helper()
-	return n.track(startDaemon(n.t, n.bin, n.args(extra...)))
+	return n.startEnv(nil, extra...)
 }
 
-// startEnv is start with variables added to the environment.
+// startEnv is start with variables added to the environment (after the
+// node's own).
 func (n *testNode) startEnv(env []string, extra ...string) *daemon {
 	n.t.Helper()
+	if len(n.env) > 0 {
+		env = append(append([]string{}, n.env...), env...)
+	}
 	return n.track(startDaemonEnv(n.t, n.bin, n.args(extra...), env))
 }
 
@@ -125,11 +145,93 @@ func (n *testNode) track(d *daemon) *daemon {
 // key is the default tenant's API key, which the first start wrote.
 func (n *testNode) key() string {
 	n.t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.dir, "default.key"))
+	return n.keyFile("default.key")
+}
+
+// adminKey is the operator's key, which the first start wrote.
+func (n *testNode) adminKey() string {
+	n.t.Helper()
+	return n.keyFile("admin.key")
+}
+
+// keyFile is the key in the state directory's file name.
+func (n *testNode) keyFile(name string) string {
+	n.t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.dir, name))
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// openStore opens the SQLite store of a state directory: of a running
+// airlockd (which reads tenants and keys at every request) or of a
+// stopped one. The caller closes it.
+func openStore(t *testing.T, stateDir string) (*sqlite.DB, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, ctx
+}
+
+// newTenantKey makes a tenant and a key for it, minted by mint
+// (airlock.NewAPIKey, or airlock.NewE2BAPIKey for E2B's format), in the
+// store of the state directory, and returns the key.
+func newTenantKey(t *testing.T, stateDir, name string, mint func(tenantID, id string, now time.Time) (string, *airlock.APIKey)) string {
+	t.Helper()
+	db, ctx := openStore(t, stateDir)
+	defer db.Close()
+	tn := &airlock.Tenant{Name: name}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	secret, key := mint(tn.ID, "", time.Now())
+	if err := db.CreateAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// withTenant changes the tenant of that name in the store of the state
+// directory with f (airlockd reads the tenant at every request).
+func withTenant(t *testing.T, stateDir, name string, f func(ctx context.Context, db *sqlite.DB, tenantID string) error) {
+	t.Helper()
+	db, ctx := openStore(t, stateDir)
+	defer db.Close()
+	tn, err := db.TenantByName(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(ctx, db, tn.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startPostgres starts a throwaway PostgreSQL server with an empty
+// database named airlock, stopped when the test ends, or skips when the
+// machine has no PostgreSQL.
+func startPostgres(t *testing.T) *testpg.Server {
+	t.Helper()
+	if _, err := testpg.BinDir(); err != nil {
+		testreq.Skip(t, err.Error())
+	}
+	ctx := context.Background()
+	srv, err := testpg.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop PostgreSQL: %v", err)
+		}
+	})
+	if err := srv.CreateDatabase(ctx, "airlock"); err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 // shareImages makes the built images appear at dst, read-only.

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/airlockhq/airlock/internal/testenv"
 )
 
 // TestAirlockdKeys checks keys through a real airlockd: the first start
@@ -19,31 +17,13 @@ import (
 // revoked, every one of them refuses it within 2 s; the audit log names
 // who did what.
 func TestAirlockdKeys(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	tmp, err := os.MkdirTemp("", "airlock-keys-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := "airlock-keys-" + testenv.RandomID()
-	var daemons []*daemon
-	t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-	bin := buildAirlockd(t, tmp)
-	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-	d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent, "--cgroup-parent", parent,
-		"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"})
-	daemons = append(daemons, d)
-
+	n, d := startNode(t, nodeOptions{name: "keys"}, quiet...)
+	tmp := n.dir
 	fi, err := os.Stat(filepath.Join(tmp, "admin.key"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("admin.key: %v, mode %v", err, fi)
 	}
-	adminBytes, _ := os.ReadFile(filepath.Join(tmp, "admin.key"))
-	admin := strings.TrimSpace(string(adminBytes))
-	defBytes, _ := os.ReadFile(filepath.Join(tmp, "default.key"))
-	defaultKey := strings.TrimSpace(string(defBytes))
+	admin, defaultKey := n.adminKey(), n.key()
 
 	// Roles: the operator key opens the admin API only, a tenant's key
 	// never does.

@@ -54,7 +54,9 @@ func TestMicroVMEndToEnd(t *testing.T) {
 		t.Errorf("the log does not say the microvm backend's accelerator:\n%s", d.logs())
 	}
 	key := n.key()
-	setIsolation(t, tmp, "default", airlock.IsolationVM)
+	withTenant(t, tmp, "default", func(ctx context.Context, db *sqlite.DB, tenantID string) error {
+		return db.SetTenantIsolation(ctx, tenantID, airlock.IsolationVM)
+	})
 	c := newClient(t, d.url, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -191,25 +193,6 @@ func readyzAccel(t *testing.T, url string) string {
 		t.Fatalf("/readyz: %+v %v", h, err)
 	}
 	return h.MicroVM
-}
-
-// setIsolation sets a tenant's isolation floor in the store of the state
-// directory (airlockd reads the tenant on every request).
-func setIsolation(t *testing.T, stateDir, name string, i airlock.Isolation) {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tn, err := db.TenantByName(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.SetTenantIsolation(ctx, tn.ID, i); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func hostRelease(t *testing.T) string {

@@ -26,7 +26,9 @@ func TestNamespacesSessionEndsWithRestart(t *testing.T) {
 
 	d := n.track(startDaemon(t, bin, args))
 	key := n.key()
-	setFirstParty(t, tmp, "default")
+	withTenant(t, tmp, "default", func(ctx context.Context, db *sqlite.DB, tenantID string) error {
+		return db.SetTenantFirstParty(ctx, tenantID, true)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -61,23 +63,4 @@ func TestNamespacesSessionEndsWithRestart(t *testing.T) {
 		})
 	}
 	d.stop(t)
-}
-
-// setFirstParty marks a tenant first-party in the store of the state
-// directory (airlockd reads the tenant on every request).
-func setFirstParty(t *testing.T, stateDir, name string) {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tn, err := db.TenantByName(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.SetTenantFirstParty(ctx, tn.ID, true); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -13,9 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testenv"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/internal/testpg"
 )
 
 // TestAirlockdOnPostgres runs airlockd with --store on a throwaway
@@ -28,58 +26,19 @@ import (
 // run with the first one's key: the records are the database's, not the
 // node's.
 func TestAirlockdOnPostgres(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireRunsc(t)
-	testenv.Image(t, "base")
-	agent := testenv.Agent(t)
-	if _, err := testpg.BinDir(); err != nil {
-		testreq.Skip(t, err.Error())
-	}
+	srv := startPostgres(t)
 	ctx := context.Background()
-	srv, err := testpg.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
-	})
-	if err := srv.CreateDatabase(ctx, "airlock"); err != nil {
-		t.Fatal(err)
-	}
-	url := srv.URL("airlock")
+	flags := append([]string{"--store", srv.URL("airlock"), "--no-egress"}, quiet...)
 
-	var daemons []*daemon
-	start := func(name string) (*daemon, string) {
-		t.Helper()
-		tmp, err := os.MkdirTemp("", "airlock-pg-"+name+"-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		parent := "airlock-pg-" + name + "-" + testenv.RandomID()
-		t.Cleanup(func() { crashCleanup(t, tmp, parent, daemons) })
-		bin := buildAirlockd(t, tmp)
-		shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(tmp, "images"))
-		d := startDaemon(t, bin, []string{"--listen", "127.0.0.1:0", "--state-dir", tmp, "--agent", agent,
-			"--cgroup-parent", parent, "--store", url, "--no-egress",
-			"--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots"})
-		daemons = append(daemons, d)
-		return d, tmp
-	}
-
-	d1, tmp1 := start("one")
+	n1, d1 := startNode(t, nodeOptions{name: "pg-one"}, flags...)
+	tmp1 := n1.dir
 	if !strings.Contains(d1.logs(), "metadata store: PostgreSQL") {
 		t.Errorf("airlockd does not say it uses PostgreSQL:\n%s", d1.logs())
 	}
 	if _, err := os.Stat(filepath.Join(tmp1, "airlock.db")); !os.IsNotExist(err) {
 		t.Errorf("airlockd on PostgreSQL made a SQLite file: %v", err)
 	}
-	keyBytes, err := os.ReadFile(filepath.Join(tmp1, "default.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(keyBytes))
+	key := n1.key()
 	c1 := newClient(t, d1.url, key)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -163,7 +122,8 @@ func TestAirlockdOnPostgres(t *testing.T) {
 	d1.stop(t)
 
 	// Another node on the same database reads the first one's run.
-	d2, tmp2 := start("two")
+	n2, d2 := startNode(t, nodeOptions{name: "pg-two", bin: n1.bin}, flags...)
+	tmp2 := n2.dir
 	if _, err := os.Stat(filepath.Join(tmp2, "default.key")); !os.IsNotExist(err) {
 		t.Errorf("the second node made tenant default again (its key file): %v", err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
-	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 var pythonSkipped = regexp.MustCompile(`skipped=(\d+)`)
@@ -42,7 +41,7 @@ func TestPythonSDK(t *testing.T) {
 	}
 	d := n.start("--pool-max", "0", "--warm", "", "--warm-sessions", "", "--no-snapshots", "--max-sessions-per-tenant", "1",
 		"--master-key-file", masterKey)
-	other := newTenantKey(t, tmp, "python-other")
+	other := newTenantKey(t, tmp, "python-other", airlock.NewAPIKey)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -65,26 +64,4 @@ func TestPythonSDK(t *testing.T) {
 		t.Errorf("%s Python tests were skipped; none may be", m[1])
 	}
 	d.stop(t)
-}
-
-// newTenantKey creates a tenant with an API key in the store of the
-// state directory (a running airlockd reads keys on every request) and
-// returns the key.
-func newTenantKey(t *testing.T, stateDir, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tn := &airlock.Tenant{Name: name}
-	if err := db.CreateTenant(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	secret, key := airlock.NewAPIKey(tn.ID, "", time.Now())
-	if err := db.CreateAPIKey(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	return secret
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv"
-	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // TestSessionSurvivesRestart kills airlockd with SIGKILL (airlockd alone,
@@ -272,11 +270,7 @@ func startLongCell(ctx context.Context, t *testing.T, c *client.Client, id, cid,
 // stopped airlockd, as if its record were ended while its sandbox lived.
 func endInStore(t *testing.T, stateDir, id string) {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(stateDir, "airlock.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, ctx := openStore(t, stateDir)
 	defer db.Close()
 	s, err := db.LiveSessions(ctx)
 	if err != nil {

@@ -10,8 +10,9 @@
 #   dist/kubernetes/                            deploy/kubernetes with the
 #       image pinned by digest: <repo>:<version>@sha256:...
 #
-#   scripts/release.sh [--version V] [--repo REPO]
+#   scripts/release.sh [--version V] [--repo REPO] [--dist DIR]
 #
+# DIR (default dist/, or AIRLOCK_DIST) is where the outputs go.
 # The version defaults to `git describe` (0.0.0-dev.<commit> without a
 # tag); REPO (default registry.example.com/airlockhq/airlockd, or
 # AIRLOCK_IMAGE_REPO) is where the operator pushes the image:
@@ -29,10 +30,12 @@ if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
 fi
 VERSION="${AIRLOCK_VERSION:-}"
 IMAGE_REPO="${AIRLOCK_IMAGE_REPO:-registry.example.com/airlockhq/airlockd}"
+DIST="${AIRLOCK_DIST:-$REPO/dist}"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--version) VERSION="$2"; shift 2 ;;
 	--repo) IMAGE_REPO="$2"; shift 2 ;;
+	--dist) DIST="$2"; shift 2 ;;
 	*) echo "release: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -48,7 +51,8 @@ fi
 PREFIX="${AIRLOCK_PREFIX:-/usr/local}"
 CACHE="${AIRLOCK_RELEASE_CACHE:-/var/cache/airlock-release}"
 NAME="airlock-${VERSION}-linux-amd64"
-DIST="$REPO/dist"
+mkdir -p "$DIST"
+DIST="$(cd "$DIST" && pwd)"
 STAGE="$DIST/$NAME"
 t0=$SECONDS
 step() { printf '\n==> %s (%d s)\n' "$*" "$((SECONDS - t0))"; }
@@ -101,7 +105,7 @@ else
 	mv "$base.tmp" "$base"
 fi
 
-step "OCI image dist/airlockd-$VERSION.oci.tar"
+step "OCI image $DIST/airlockd-$VERSION.oci.tar"
 bins=()
 for b in airlockd airlock airlock-agent runsc; do bins+=(-bin "$STAGE/bin/$b"); done
 ref="$(go run ./internal/tools/release image -base "$base/rootfs" -version "$VERSION" -repo "$IMAGE_REPO" \
@@ -114,7 +118,7 @@ cp -R "$DIST/kubernetes" "$STAGE/kubernetes"
 echo "$ref" >"$STAGE/IMAGE"
 echo "$VERSION" >"$STAGE/VERSION"
 
-step "tarball dist/$NAME.tar.gz"
+step "tarball $DIST/$NAME.tar.gz"
 tar -C "$DIST" --owner=0 --group=0 -czf "$DIST/$NAME.tar.gz.tmp" "$NAME"
 mv "$DIST/$NAME.tar.gz.tmp" "$DIST/$NAME.tar.gz"
 rm -rf "$STAGE"

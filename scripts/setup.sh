@@ -12,7 +12,7 @@
 #              each image's guest artefacts (also AIRLOCK_MICROVM=1, the
 #              variable airlockd --microvm reads)
 #   --tests    also what only the tests use: a PostgreSQL server, Debian's
-#              Chromium, python3, a Node with npm (checked), and versitygw,
+#              Chromium, podman and runc, python3, a Node with npm (checked), and versitygw,
 #              the S3 server of the object-storage tests (also
 #              AIRLOCK_SETUP_TESTS=1; scripts/test.sh passes both flags)
 #
@@ -128,6 +128,10 @@ if [ "$tests" = 1 ]; then
 	command -v ip >/dev/null || need+=(iproute2)
 	# The web console's browser test drives Debian's headless Chromium.
 	[ -x /usr/bin/chromium ] || need+=(chromium)
+	# The release's image test runs the image in podman (internal/release),
+	# with runc where cgroups are hybrid, which crun refuses.
+	command -v podman >/dev/null || need+=(podman)
+	command -v runc >/dev/null || need+=(runc)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"

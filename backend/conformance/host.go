@@ -199,3 +199,103 @@ func liveNetns(netns []string, kept []int) []string {
 	}
 	return out
 }
+
+// checkOwn fails t if anything carrying one of ids is left on the host:
+// an entry of a watched directory, a mount below one, a cgroup under the
+// parent, a process in such a cgroup or naming an ID on its command
+// line, or a network namespace of the case's sandboxes. It is the check
+// of a case that runs beside others (Options.Parallel), which can hold
+// it only to what is its own.
+func checkOwn(t *testing.T, b airlock.Backend, opts Options, ids, netns []string) {
+	t.Helper()
+	if len(ids) == 0 {
+		return
+	}
+	mine := func(s string) bool {
+		for _, id := range ids {
+			if strings.Contains(s, id) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var problems []string
+	for {
+		problems = problems[:0]
+		s := snapshotHost(b, opts)
+		for _, x := range []struct {
+			what string
+			have []string
+		}{
+			{"run directories or files left", s.entries},
+			{"mounts left", s.mounts},
+			{"cgroups left under " + opts.CgroupParent, s.cgroups},
+		} {
+			var left []string
+			for _, v := range x.have {
+				if mine(v) {
+					left = append(left, v)
+				}
+			}
+			if len(left) > 0 {
+				problems = append(problems, fmt.Sprintf("%s: %v", x.what, left))
+			}
+		}
+		if left := processesOf(opts.CgroupParent, mine); len(left) > 0 {
+			problems = append(problems, fmt.Sprintf("processes left: %v", left))
+		}
+		var kept []int
+		if k, ok := b.(Keeper); ok {
+			kept = k.KeptPIDs()
+		}
+		if x := liveNetns(netns, kept); len(x) > 0 {
+			problems = append(problems, fmt.Sprintf("network namespaces of the case's sandboxes still alive: %v", x))
+		}
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range problems {
+		t.Errorf("host not clean after the case: %s", p)
+	}
+}
+
+// processesOf lists, as "pid cmdline", the processes whose command line,
+// or cgroup below parent, mine says is the case's.
+func processesOf(parent string, mine func(string) bool) []string {
+	entries, _ := os.ReadDir("/proc")
+	marker := ""
+	if parent != "" {
+		marker = "/" + strings.Trim(parent, "/") + "/"
+	}
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil {
+			continue
+		} else if i := strings.LastIndexByte(string(st), ')'); i < 0 || strings.HasPrefix(strings.TrimSpace(string(st[i+1:])), "Z") {
+			continue // zombies hold nothing but their PID
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		line := strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")
+		hit := mine(line)
+		if !hit && marker != "" {
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			for _, l := range strings.Split(string(cg), "\n") {
+				if i := strings.Index(l, marker); i >= 0 && mine(l[i+len(marker):]) {
+					hit = true
+					break
+				}
+			}
+		}
+		if hit {
+			out = append(out, fmt.Sprintf("%d %s", pid, line))
+		}
+	}
+	return out
+}

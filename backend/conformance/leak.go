@@ -75,8 +75,8 @@ time.sleep(600)
 				t.Fatal(err)
 			}
 			defer p.Signal(9)
-			if !testreq.Poll(10*time.Second, func() bool { return strings.Contains(ready.String(), "ready") }) {
-				t.Fatalf("the listener did not start in 10 s: %q", ready.String())
+			if !testreq.Poll(e.Scaled(10*time.Second), func() bool { return strings.Contains(ready.String(), "ready") }) {
+				t.Fatalf("the listener did not start in %v: %q", e.Scaled(10*time.Second), ready.String())
 			}
 			probe := fmt.Sprintf(`
 def conn(label, fam, addr):

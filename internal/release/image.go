@@ -39,8 +39,13 @@ type ImageConfig struct {
 	Bins []string
 	// Docs are files copied to DocDir (mode 0644), by their base name.
 	Docs []string
-	// Version labels the image and names its tag in the archive.
+	// Version labels the image and is its tag.
 	Version string
+	// Repo, if set, is the repository the image is named in: the
+	// archive's manifest is then named Repo:Version, the name `podman
+	// load` gives it (with only a tag, podman names the image
+	// localhost/<tag>:latest).
+	Repo string
 	// Created is the image's creation time (zero: the Unix epoch, so the
 	// same inputs give the same digest).
 	Created time.Time
@@ -54,6 +59,13 @@ var Entrypoint = []string{BinDir + "/airlockd"}
 func BuildImage(cfg ImageConfig, out string) (v1.Hash, error) {
 	if cfg.Base == "" || cfg.Version == "" {
 		return v1.Hash{}, fmt.Errorf("release: ImageConfig needs Base and Version")
+	}
+	refName := cfg.Version
+	if cfg.Repo != "" {
+		refName = cfg.Repo + ":" + cfg.Version
+		if _, err := name.NewTag(refName, name.StrictValidation); err != nil {
+			return v1.Hash{}, fmt.Errorf("release: image name %q: %w", refName, err)
+		}
 	}
 	base, err := dirLayer(cfg.Base, cfg.Created)
 	if err != nil {
@@ -109,16 +121,17 @@ func BuildImage(cfg ImageConfig, out string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := writeArchive(img, cfg.Version, out); err != nil {
+	if err := writeArchive(img, refName, out); err != nil {
 		return v1.Hash{}, err
 	}
 	return digest, nil
 }
 
 // writeArchive writes img as an OCI layout in a tar at out, its manifest
-// named by the version (org.opencontainers.image.ref.name), which
-// `podman load` and `skopeo copy oci-archive:` take as its tag.
-func writeArchive(img v1.Image, version, out string) error {
+// named refName (org.opencontainers.image.ref.name): `podman load` names
+// the image after it, and `skopeo copy oci-archive:FILE:REFNAME` selects
+// it.
+func writeArchive(img v1.Image, refName, out string) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".oci-layout-")
 	if err != nil {
 		return err
@@ -129,7 +142,7 @@ func writeArchive(img v1.Image, version, out string) error {
 		return err
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": version,
+		"org.opencontainers.image.ref.name": refName,
 	})); err != nil {
 		return err
 	}

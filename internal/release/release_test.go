@@ -38,11 +38,11 @@ func TestBuildImage(t *testing.T) {
 	os.WriteFile(doc, []byte("# Airlock\n"), 0o600)
 
 	out := filepath.Join(dir, "airlockd-1.2.3.oci.tar")
-	digest, err := release.BuildImage(release.ImageConfig{Base: base, Bins: bins, Docs: []string{doc}, Version: "1.2.3"}, out)
+	digest, err := release.BuildImage(release.ImageConfig{Base: base, Bins: bins, Docs: []string{doc}, Version: "1.2.3", Repo: "reg.test/airlockhq/airlockd"}, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := release.BuildImage(release.ImageConfig{Base: base, Bins: bins, Docs: []string{doc}, Version: "1.2.3"}, filepath.Join(dir, "again.oci.tar"))
+	again, err := release.BuildImage(release.ImageConfig{Base: base, Bins: bins, Docs: []string{doc}, Version: "1.2.3", Repo: "reg.test/airlockhq/airlockd"}, filepath.Join(dir, "again.oci.tar"))
 	if err != nil || again != digest {
 		t.Errorf("the same inputs gave digest %v (%v), then %v: want the same", digest, err, again)
 	}
@@ -62,8 +62,8 @@ func TestBuildImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(im.Manifests) != 1 || im.Manifests[0].Digest != digest || im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "1.2.3" {
-		t.Fatalf("index = %+v, want one manifest %v named 1.2.3", im.Manifests, digest)
+	if len(im.Manifests) != 1 || im.Manifests[0].Digest != digest || im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "reg.test/airlockhq/airlockd:1.2.3" {
+		t.Fatalf("index = %+v, want one manifest %v named reg.test/airlockhq/airlockd:1.2.3", im.Manifests, digest)
 	}
 	img, err := p.Image(digest)
 	if err != nil {
@@ -132,6 +132,14 @@ func TestBuildImage(t *testing.T) {
 		if h.Typeflag != want.typ || h.Mode&0o7777 != want.mode {
 			t.Errorf("%s: type %c mode %o, want %c %o", want.name, h.Typeflag, h.Mode&0o7777, want.typ, want.mode)
 		}
+	}
+}
+
+func TestBuildImageRefusesBadRepo(t *testing.T) {
+	dir := t.TempDir()
+	_, err := release.BuildImage(release.ImageConfig{Base: dir, Version: "1", Repo: "Bad Repo"}, filepath.Join(dir, "x.tar"))
+	if err == nil {
+		t.Fatal("an image named \"Bad Repo:1\" was written")
 	}
 }
 

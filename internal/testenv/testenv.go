@@ -209,7 +209,10 @@ func MicroVM(t testing.TB) *microvm.Backend {
 		testreq.Skipf(t, "skipped: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	drv, err := qemu.New(context.Background(), qemu.Config{ProbeKernel: kernel, Logger: logger})
+	// The monitor's answers (a restore's migration among them) take as
+	// long as a boot on a loaded machine: the same bound as StartTimeout
+	// below, not the driver's 30 s.
+	drv, err := qemu.New(context.Background(), qemu.Config{ProbeKernel: kernel, Logger: logger, StartTimeout: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

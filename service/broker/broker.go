@@ -186,91 +186,139 @@ var dropResponse = []string{
 
 // Call handles one call from a sandbox: /<scope>/<path>.
 func (b *Broker) Call(ctx context.Context, r *airlock.BrokerCall, w airlock.BrokerReply) {
+	c := b.newCall(r, w)
+	sc, rest, ok := c.authorize(ctx)
+	if !ok {
+		return
+	}
+	secret, err := sc.credential()
+	if err != nil {
+		b.cfg.Logger.Error("broker credential unavailable", "scope", sc.Name, "err", err)
+		c.deny(http.StatusBadGateway, "credential-unavailable", "the broker could not read the scope's credential")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	up, counted, err := c.upstreamRequest(ctx, sc, rest, secret)
+	if err != nil {
+		c.deny(http.StatusBadRequest, "bad-request", "the request could not be made")
+		return
+	}
+	resp, err := b.client[sc.Name].Do(up)
+	c.ev.BytesUp = counted.n
+	if err != nil {
+		c.upstreamFailed(err, sc.Name, secret)
+		return
+	}
+	defer resp.Body.Close()
+	c.relay(resp, sc, secret)
+}
+
+// call is one broker call on its way through: the event it records and
+// where its answer goes.
+type call struct {
+	b     *Broker
+	r     *airlock.BrokerCall
+	w     airlock.BrokerReply
+	ev    *airlock.EgressEvent
+	start time.Time
+}
+
+func (b *Broker) newCall(r *airlock.BrokerCall, w airlock.BrokerReply) *call {
 	c := r.Caller
-	start := time.Now()
-	ev := &airlock.EgressEvent{
+	return &call{b: b, r: r, w: w, start: time.Now(), ev: &airlock.EgressEvent{
 		TenantID:    c.TenantID,
 		SessionID:   c.SessionID,
 		ExecutionID: c.ExecutionID,
 		Time:        b.cfg.Now().UTC(),
 		Kind:        airlock.EgressBroker,
 		Protocol:    r.Method,
+	}}
+}
+
+// finish records the call's event with its verdict.
+func (c *call) finish(verdict, reason string) {
+	c.ev.Verdict, c.ev.Reason = verdict, reason
+	c.ev.DurationMS = time.Since(c.start).Milliseconds()
+	c.b.cfg.Record(c.ev)
+}
+
+// deny answers a problem and records the refusal.
+func (c *call) deny(status int, reason, detail string) {
+	writeProblem(c.w, status, reason, detail)
+	if c.ev.Detail == "" {
+		c.ev.Detail = detail
+	} else {
+		c.ev.Detail += ": " + detail
 	}
-	finish := func(verdict, reason string) {
-		ev.Verdict, ev.Reason = verdict, reason
-		ev.DurationMS = time.Since(start).Milliseconds()
-		b.cfg.Record(ev)
-	}
-	deny := func(status int, reason, detail string) {
-		writeProblem(w, status, reason, detail)
-		if ev.Detail == "" {
-			ev.Detail = detail
-		} else {
-			ev.Detail += ": " + detail
-		}
-		finish(airlock.VerdictDenied, reason)
-	}
+	c.finish(airlock.VerdictDenied, reason)
+}
+
+// authorize finds the call's scope and checks, in order, that the sandbox
+// holds it, that the tenant is granted it (at every call: a grant taken
+// back stops live sessions' calls at once, and a sandbox of another tenant
+// never gets through), and that its method and path are allowed. On a
+// refusal it has answered and recorded, and ok is false.
+func (c *call) authorize(ctx context.Context) (sc *Scope, rest string, ok bool) {
+	r, b := c.r, c.b
 	scopeName, rest, err := splitCall(r.Path, r.EscapedPath)
-	ev.Name = clip(scopeName)
-	ev.Detail = clip(r.Method + " " + r.EscapedPath)
+	c.ev.Name = clip(scopeName)
+	c.ev.Detail = clip(r.Method + " " + r.EscapedPath)
 	if err != nil {
-		deny(http.StatusForbidden, "bad-path", err.Error())
-		return
+		c.deny(http.StatusForbidden, "bad-path", err.Error())
+		return nil, "", false
 	}
-	sc := b.scopes[scopeName]
+	sc = b.scopes[scopeName]
 	switch {
 	case sc == nil:
-		deny(http.StatusForbidden, "unknown-scope", fmt.Sprintf("no broker scope %q", scopeName))
-		return
-	case !slices.Contains(c.Scopes, scopeName):
-		deny(http.StatusForbidden, "scope-not-held", fmt.Sprintf("this sandbox does not hold broker scope %q", scopeName))
-		return
+		c.deny(http.StatusForbidden, "unknown-scope", fmt.Sprintf("no broker scope %q", scopeName))
+		return nil, "", false
+	case !slices.Contains(r.Caller.Scopes, scopeName):
+		c.deny(http.StatusForbidden, "scope-not-held", fmt.Sprintf("this sandbox does not hold broker scope %q", scopeName))
+		return nil, "", false
 	}
-	// The grant, at every call: a grant taken back stops live sessions'
-	// calls at once, and a sandbox of another tenant never gets through.
-	if err := b.Granted(ctx, c.TenantID, scopeName); err != nil {
+	if err := b.Granted(ctx, r.Caller.TenantID, scopeName); err != nil {
 		if airlock.ErrorCode(err) == airlock.EFORBIDDEN {
-			deny(http.StatusForbidden, "scope-not-granted", fmt.Sprintf("the tenant was not granted broker scope %q", scopeName))
+			c.deny(http.StatusForbidden, "scope-not-granted", fmt.Sprintf("the tenant was not granted broker scope %q", scopeName))
 		} else {
 			b.cfg.Logger.Error("broker grant check failed", "scope", scopeName, "err", err)
-			deny(http.StatusServiceUnavailable, "grant-unavailable", "the broker could not check the tenant's grant")
+			c.deny(http.StatusServiceUnavailable, "grant-unavailable", "the broker could not check the tenant's grant")
 		}
-		return
+		return nil, "", false
 	}
-	switch {
-	case !sc.methods[r.Method]:
-		deny(http.StatusForbidden, "method-not-allowed", fmt.Sprintf("scope %s allows %s, not %s", scopeName, strings.Join(sc.Methods, ", "), r.Method))
-		return
+	if !sc.methods[r.Method] {
+		c.deny(http.StatusForbidden, "method-not-allowed", fmt.Sprintf("scope %s allows %s, not %s", scopeName, strings.Join(sc.Methods, ", "), r.Method))
+		return nil, "", false
 	}
 	if !slices.ContainsFunc(sc.Paths, func(p string) bool { return matchPath(p, rest) }) {
-		deny(http.StatusForbidden, "path-not-allowed", fmt.Sprintf("scope %s does not allow %s", scopeName, rest))
-		return
+		c.deny(http.StatusForbidden, "path-not-allowed", fmt.Sprintf("scope %s does not allow %s", scopeName, rest))
+		return nil, "", false
 	}
-	secret, err := sc.credential()
-	if err != nil {
-		b.cfg.Logger.Error("broker credential unavailable", "scope", scopeName, "err", err)
-		deny(http.StatusBadGateway, "credential-unavailable", "the broker could not read the scope's credential")
-		return
-	}
+	return sc, rest, true
+}
+
+// upstreamRequest builds the request to the scope's upstream: the call's
+// method, path below the scope's base, query, headers (less the dropped
+// ones and any the sandbox set for the credential) and a size-limited,
+// counted body, with the credential added.
+func (c *call) upstreamRequest(ctx context.Context, sc *Scope, rest, secret string) (*http.Request, *countReader, error) {
+	r := c.r
 	target := *sc.base
 	target.Path = sc.base.Path + rest
 	target.RawPath = ""
 	target.RawQuery = r.RawQuery
-	ev.Host = sc.base.Host
-	ev.Port = portOf(sc.base)
+	c.ev.Host = sc.base.Host
+	c.ev.Port = portOf(sc.base)
 
 	cr := &countReader{}
-	var reqBody io.Reader
+	var body io.Reader
 	if r.Body != nil {
-		cr.r = http.MaxBytesReader(nil, io.NopCloser(r.Body), b.cfg.MaxRequestBytes)
-		reqBody = cr
+		cr.r = http.MaxBytesReader(nil, io.NopCloser(r.Body), c.b.cfg.MaxRequestBytes)
+		body = cr
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	defer cancel()
-	up, err := http.NewRequestWithContext(ctx, r.Method, target.String(), reqBody)
+	up, err := http.NewRequestWithContext(ctx, r.Method, target.String(), body)
 	if err != nil {
-		deny(http.StatusBadRequest, "bad-request", "the request could not be made")
-		return
+		return nil, nil, err
 	}
 	for k, vs := range r.Header {
 		ck := http.CanonicalHeaderKey(k)
@@ -283,29 +331,35 @@ func (b *Broker) Call(ctx context.Context, r *airlock.BrokerCall, w airlock.Brok
 		up.ContentLength = r.ContentLength
 	}
 	up.Header.Set(sc.Header, strings.ReplaceAll(sc.Format, "{credential}", secret))
-	resp, err := b.client[scopeName].Do(up)
-	ev.BytesUp = cr.n
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", b.cfg.MaxRequestBytes))
-			return
-		}
-		rd := newRedactor(secret)
-		b.cfg.Logger.Warn("broker upstream call failed", "scope", scopeName, "err", rd.redact(err.Error()))
-		writeProblem(w, http.StatusBadGateway, "upstream-failed", "the upstream did not answer")
-		ev.Detail += ": " + rd.redact(err.Error())
-		finish(airlock.VerdictFailed, "upstream-failed")
+	return up, cr, nil
+}
+
+// upstreamFailed answers a call the upstream did not answer: too large a
+// body is the sandbox's fault (413), anything else a 502 whose logged and
+// recorded cause has the credential redacted.
+func (c *call) upstreamFailed(err error, scope, secret string) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		c.deny(http.StatusRequestEntityTooLarge, "request-too-large", fmt.Sprintf("request bodies are limited to %d bytes", c.b.cfg.MaxRequestBytes))
 		return
 	}
-	defer resp.Body.Close()
+	rd := newRedactor(secret)
+	c.b.cfg.Logger.Warn("broker upstream call failed", "scope", scope, "err", rd.redact(err.Error()))
+	writeProblem(c.w, http.StatusBadGateway, "upstream-failed", "the upstream did not answer")
+	c.ev.Detail += ": " + rd.redact(err.Error())
+	c.finish(airlock.VerdictFailed, "upstream-failed")
+}
+
+// relay streams the upstream's answer back to the sandbox with every
+// header and body byte that could carry the credential removed.
+func (c *call) relay(resp *http.Response, sc *Scope, secret string) {
 	rd := newRedactor(secret)
 	// A body the transport did not decode (it asks for gzip and decodes
 	// that itself) cannot be searched for the credential.
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		writeProblem(w, http.StatusBadGateway, "upstream-encoded", "the upstream's answer is encoded ("+clip(ce)+"); the broker returns only answers it can check for the credential")
-		ev.Detail += fmt.Sprintf(" -> %d: Content-Encoding %s refused", resp.StatusCode, clip(ce))
-		finish(airlock.VerdictFailed, "upstream-encoded")
+		writeProblem(c.w, http.StatusBadGateway, "upstream-encoded", "the upstream's answer is encoded ("+clip(ce)+"); the broker returns only answers it can check for the credential")
+		c.ev.Detail += fmt.Sprintf(" -> %d: Content-Encoding %s refused", resp.StatusCode, clip(ce))
+		c.finish(airlock.VerdictFailed, "upstream-encoded")
 		return
 	}
 	h := http.Header{}
@@ -321,14 +375,14 @@ func (b *Broker) Call(ctx context.Context, r *airlock.BrokerCall, w airlock.Brok
 		}
 		h[ck] = vs
 	}
-	w.Start(resp.StatusCode, h)
-	n, err := rd.copy(w, io.LimitReader(resp.Body, b.cfg.MaxResponseBytes+1), b.cfg.MaxResponseBytes)
-	ev.BytesDown = n
-	ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
+	c.w.Start(resp.StatusCode, h)
+	n, err := rd.copy(c.w, io.LimitReader(resp.Body, c.b.cfg.MaxResponseBytes+1), c.b.cfg.MaxResponseBytes)
+	c.ev.BytesDown = n
+	c.ev.Detail += " -> " + strconv.Itoa(resp.StatusCode)
 	if err != nil {
-		ev.Detail += ": " + err.Error()
+		c.ev.Detail += ": " + err.Error()
 	}
-	finish(airlock.VerdictAllowed, "")
+	c.finish(airlock.VerdictAllowed, "")
 }
 
 func portOf(u interface{ Port() string }) int {

@@ -55,102 +55,137 @@ func (s *Service) listenDNS() error {
 // name is the host end of the sandbox's link, anything else is NXDOMAIN
 // and never leaves the node. Every query is logged.
 func (s *Service) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
-	var src netip.Addr
-	switch ra := w.RemoteAddr().(type) {
-	case *net.UDPAddr:
-		src = ra.AddrPort().Addr().Unmap()
-	case *net.TCPAddr:
-		src = ra.AddrPort().Addr().Unmap()
-	}
-	a := s.lookup(src)
+	a := s.lookup(remoteIP(w))
 	if a == nil || a.isClosed() {
 		w.Close() // not a sandbox: no answer at all (no open resolver)
 		return
 	}
 	a.attempts.Add(1)
-	start := time.Now()
-	ev := a.event(airlock.EgressDNS)
-	m := new(dns.Msg)
-	m.SetReply(r)
-	m.RecursionAvailable = true
-	m.Compress = true
-	answer := func(rcode int, verdict, reason string) {
-		m.Rcode = rcode
-		if opt := r.IsEdns0(); opt != nil {
-			m.SetEdns0(dns.MinMsgSize, false)
-		}
-		w.WriteMsg(m)
-		ev.Verdict, ev.Reason = verdict, reason
-		ev.DurationMS = time.Since(start).Milliseconds()
-		s.Record(ev)
-	}
+	d := &dnsReply{s: s, a: a, w: w, r: r, ev: a.event(airlock.EgressDNS), start: time.Now(), m: new(dns.Msg)}
+	d.m.SetReply(r)
+	d.m.RecursionAvailable = true
+	d.m.Compress = true
 	if r.Opcode != dns.OpcodeQuery || len(r.Question) != 1 || r.Response {
-		answer(dns.RcodeFormatError, airlock.VerdictDenied, "malformed-query")
+		d.answer(dns.RcodeFormatError, airlock.VerdictDenied, "malformed-query")
 		return
 	}
 	q := r.Question[0]
-	ev.Protocol = dns.TypeToString[q.Qtype]
-	if ev.Protocol == "" {
-		ev.Protocol = fmt.Sprintf("TYPE%d", q.Qtype)
-	}
-	raw := strings.TrimSuffix(q.Name, ".")
-	ev.Flags = TunnelFlags(raw)
-	name, ok := airlock.NormalizeHost(raw)
-	ev.Name = name
-	if !ok {
-		ev.Name = clipName(raw)
-	}
+	name, ok := d.describe(q)
 	switch {
 	case q.Qclass != dns.ClassINET:
-		answer(dns.RcodeRefused, airlock.VerdictDenied, "not-internet-class")
+		d.answer(dns.RcodeRefused, airlock.VerdictDenied, "not-internet-class")
 		return
 	case !ok:
-		answer(dns.RcodeNameError, airlock.VerdictDenied, "invalid-name")
+		d.answer(dns.RcodeNameError, airlock.VerdictDenied, "invalid-name")
 		return
 	case name == airlock.BrokerHost:
-		if len(a.req.BrokerScopes) == 0 || s.cfg.Broker == nil {
-			answer(dns.RcodeNameError, airlock.VerdictDenied, "no-broker-scopes")
-			return
-		}
-		if q.Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{
-				Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
-				A:   net.IP(a.link.HostIP.AsSlice()),
-			})
-			ev.Resolved = a.link.HostIP.String()
-		}
-		answer(dns.RcodeSuccess, airlock.VerdictAllowed, "broker")
+		d.answerBroker(q)
 		return
 	case !a.policy.Load().AdmitName(name):
-		answer(dns.RcodeNameError, airlock.VerdictDenied, "not-in-allow-list")
+		d.answer(dns.RcodeNameError, airlock.VerdictDenied, "not-in-allow-list")
 		return
 	}
 	switch q.Qtype {
 	case dns.TypeA:
+		d.resolve(q, name)
 	case dns.TypeAAAA:
 		// Sandboxes have IPv4 only: no addresses, so that clients use A.
-		answer(dns.RcodeSuccess, airlock.VerdictAllowed, "no-ipv6")
-		return
+		d.answer(dns.RcodeSuccess, airlock.VerdictAllowed, "no-ipv6")
 	default:
-		answer(dns.RcodeSuccess, airlock.VerdictDenied, "only-address-queries")
+		d.answer(dns.RcodeSuccess, airlock.VerdictDenied, "only-address-queries")
+	}
+}
+
+// remoteIP is the address a query came from.
+func remoteIP(w dns.ResponseWriter) netip.Addr {
+	switch ra := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		return ra.AddrPort().Addr().Unmap()
+	case *net.TCPAddr:
+		return ra.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// dnsReply is the answer to one query of a sandbox's, and the audit event
+// it ends in.
+type dnsReply struct {
+	s     *Service
+	a     *attachment
+	w     dns.ResponseWriter
+	r     *dns.Msg // the query
+	m     *dns.Msg // the reply
+	ev    *airlock.EgressEvent
+	start time.Time
+}
+
+// answer sends the reply with rcode and records the event.
+func (d *dnsReply) answer(rcode int, verdict, reason string) {
+	d.m.Rcode = rcode
+	if opt := d.r.IsEdns0(); opt != nil {
+		d.m.SetEdns0(dns.MinMsgSize, false)
+	}
+	d.w.WriteMsg(d.m)
+	d.ev.Verdict, d.ev.Reason = verdict, reason
+	d.ev.DurationMS = time.Since(d.start).Milliseconds()
+	d.s.Record(d.ev)
+}
+
+// describe puts the question's type, name and tunnelling flags in the
+// event, and returns the name normalised; ok is false when it is no valid
+// host name.
+func (d *dnsReply) describe(q dns.Question) (name string, ok bool) {
+	d.ev.Protocol = dns.TypeToString[q.Qtype]
+	if d.ev.Protocol == "" {
+		d.ev.Protocol = fmt.Sprintf("TYPE%d", q.Qtype)
+	}
+	raw := strings.TrimSuffix(q.Name, ".")
+	d.ev.Flags = TunnelFlags(raw)
+	name, ok = airlock.NormalizeHost(raw)
+	d.ev.Name = name
+	if !ok {
+		d.ev.Name = clipName(raw)
+	}
+	return name, ok
+}
+
+// answerBroker answers for the broker's name: the host end of the
+// sandbox's link, when the sandbox holds broker scopes.
+func (d *dnsReply) answerBroker(q dns.Question) {
+	if len(d.a.req.BrokerScopes) == 0 || d.s.cfg.Broker == nil {
+		d.answer(dns.RcodeNameError, airlock.VerdictDenied, "no-broker-scopes")
 		return
 	}
+	if q.Qtype == dns.TypeA {
+		d.m.Answer = append(d.m.Answer, &dns.A{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300},
+			A:   net.IP(d.a.link.HostIP.AsSlice()),
+		})
+		d.ev.Resolved = d.a.link.HostIP.String()
+	}
+	d.answer(dns.RcodeSuccess, airlock.VerdictAllowed, "broker")
+}
+
+// resolve answers an A query for an allowed name with its addresses
+// upstream, less those in the forbidden ranges, and remembers them as
+// the name's for the proxy.
+func (d *dnsReply) resolve(q dns.Question, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	addrs, ttl, err := s.resolver.Lookup(ctx, name, dns.TypeA)
+	addrs, ttl, err := d.s.resolver.Lookup(ctx, name, dns.TypeA)
 	switch {
 	case errors.Is(err, ErrNXDomain):
-		answer(dns.RcodeNameError, airlock.VerdictAllowed, "no-such-name")
+		d.answer(dns.RcodeNameError, airlock.VerdictAllowed, "no-such-name")
 		return
 	case err != nil:
-		ev.Detail = err.Error()
-		answer(dns.RcodeServerFailure, airlock.VerdictFailed, "resolve-failed")
+		d.ev.Detail = err.Error()
+		d.answer(dns.RcodeServerFailure, airlock.VerdictFailed, "resolve-failed")
 		return
 	}
 	var good, bad []netip.Addr
 	why := ""
 	for _, ad := range addrs {
-		if f, w := s.addrs.forbidden(ad); f {
+		if f, w := d.s.addrs.forbidden(ad); f {
 			bad = append(bad, ad)
 			why = ad.String() + " is a " + w
 			continue
@@ -158,24 +193,24 @@ func (s *Service) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 		good = append(good, ad)
 	}
 	if len(good) == 0 && len(bad) > 0 {
-		ev.Resolved = joinAddrs(bad)
-		ev.Detail = why
-		answer(dns.RcodeSuccess, airlock.VerdictDenied, "forbidden-address")
+		d.ev.Resolved = joinAddrs(bad)
+		d.ev.Detail = why
+		d.answer(dns.RcodeSuccess, airlock.VerdictDenied, "forbidden-address")
 		return
 	}
 	t := uint32(min(int(ttl/time.Second), maxAnswerTTL))
 	for _, ad := range good {
-		m.Answer = append(m.Answer, &dns.A{
+		d.m.Answer = append(d.m.Answer, &dns.A{
 			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: t},
 			A:   net.IP(ad.AsSlice()),
 		})
 	}
-	a.remember(name, good)
-	ev.Resolved = joinAddrs(good)
+	d.a.remember(name, good)
+	d.ev.Resolved = joinAddrs(good)
 	if len(bad) > 0 {
-		ev.Detail = "left out: " + why
+		d.ev.Detail = "left out: " + why
 	}
-	answer(dns.RcodeSuccess, airlock.VerdictAllowed, "")
+	d.answer(dns.RcodeSuccess, airlock.VerdictAllowed, "")
 }
 
 func clipName(s string) string {

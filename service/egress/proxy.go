@@ -7,14 +7,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/netns"
 )
 
 // proxyConn is a connection the proxy relays.
@@ -108,159 +106,55 @@ func (s *Service) handle(c *net.TCPConn) {
 		}
 	}()
 	start := time.Now()
+	a := s.sandboxOf(c)
+	if a == nil {
+		return
+	}
+	a.attempts.Add(1)
+	at := &attempt{s: s, a: a, c: c, ev: a.event(airlock.EgressConnection), start: start}
+	defer a.open.Add(-1)
+	if a.open.Add(1) > int64(s.cfg.MaxConnections) {
+		at.deny("too-many-connections", fmt.Sprintf("the sandbox has %d connections open; the limit is %d", s.cfg.MaxConnections, s.cfg.MaxConnections))
+		return
+	}
+	if reason, detail := at.identify(); reason != "" {
+		at.deny(reason, detail)
+		return
+	}
+	if at.name == airlock.BrokerHost {
+		at.toBroker()
+		return
+	}
+	if reason, detail := at.admit(); reason != "" {
+		at.deny(reason, detail)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
+	defer cancel()
+	if up := at.connect(ctx); up != nil {
+		at.forward(up)
+	}
+}
+
+// sandboxOf is the live sandbox a connection came from, or nil (the
+// connection reset) when it came from no live sandbox or not through the
+// sandbox's own link.
+func (s *Service) sandboxOf(c *net.TCPConn) *attachment {
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	a := s.lookup(src)
 	if a == nil || a.isClosed() {
 		s.cfg.Logger.Warn("egress proxy: connection from an address that is no live sandbox refused", "from", c.RemoteAddr().String())
 		reset(c)
-		return
+		return nil
 	}
 	// The redirect rule makes the local address the host end of the
 	// sandbox's own link; anything else did not come through its rules.
 	if local := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); local != a.link.HostIP {
 		s.cfg.Logger.Warn("egress proxy: connection from a sandbox address arrived on the wrong link; refused", "from", src, "to", local)
 		reset(c)
-		return
+		return nil
 	}
-	a.attempts.Add(1)
-	ev := a.event(airlock.EgressConnection)
-	deny := func(reason, detail string) {
-		ev.Verdict, ev.Reason, ev.Detail = airlock.VerdictDenied, reason, detail
-		ev.DurationMS = time.Since(start).Milliseconds()
-		reset(c)
-		s.Record(ev)
-	}
-	defer a.open.Add(-1)
-	if a.open.Add(1) > int64(s.cfg.MaxConnections) {
-		deny("too-many-connections", fmt.Sprintf("the sandbox has %d connections open; the limit is %d", s.cfg.MaxConnections, s.cfg.MaxConnections))
-		return
-	}
-	od, err := netns.OriginalDst(c)
-	if err != nil {
-		deny("no-original-destination", err.Error())
-		return
-	}
-	ev.Dialled, ev.Port = od.String(), int(od.Port())
-	port := ev.Port
-
-	head, proto, sni, hh, perr := s.sniff(c)
-	ev.Protocol = proto
-	if proto == ProtoOpaque && LooksLikeStratum(head) {
-		ev.Flags = append(ev.Flags, FlagStratum)
-	}
-	name := ""
-	switch proto {
-	case ProtoTLS:
-		if perr != nil {
-			deny(tlsReason(perr), perr.Error())
-			return
-		}
-		ev.SNI, name = sni, sni
-		if sni == "" {
-			deny("no-sni", "a TLS ClientHello without a server name (connecting to an address?) is never allowed")
-			return
-		}
-	case ProtoHTTP:
-		if perr != nil {
-			deny(httpReason(perr), perr.Error())
-			return
-		}
-		ev.Host, name = hh.Host, hh.Host
-		if hh.Port != 0 {
-			ev.Host += ":" + strconv.Itoa(hh.Port)
-			if hh.Port != port {
-				deny("host-port-mismatch", fmt.Sprintf("Host names port %d, the connection is to port %d", hh.Port, port))
-				return
-			}
-		}
-	default:
-		name = a.nameFor(od.Addr())
-		if name == "" {
-			deny("protocol-not-allowed", "neither TLS nor HTTP, and the address was not handed out by the sandbox's resolver")
-			return
-		}
-	}
-	ev.Name = name
-	if name == airlock.BrokerHost {
-		switch {
-		case proto != ProtoHTTP:
-			deny("broker-http-only", "the broker is served over plain HTTP inside the node: http://"+airlock.BrokerHost+"/<scope>/<path>")
-		case len(a.req.BrokerScopes) == 0 || s.cfg.Broker == nil:
-			deny("no-broker-scopes", "the sandbox holds no broker scopes")
-		default:
-			s.serveBroker(a, c, head, ev, start)
-		}
-		return
-	}
-	pol := a.policy.Load()
-	if _, ok := pol.Admit(name, port, proto); !ok {
-		reason, detail := "not-in-allow-list", fmt.Sprintf("%s port %d is not in the allow list", name, port)
-		if proto == ProtoOpaque && pol.AdmitName(name) {
-			reason, detail = "protocol-not-allowed", fmt.Sprintf("%s is listed for HTTP and TLS only; other protocols need an entry that names port %d", name, port)
-		}
-		deny(reason, detail)
-		return
-	}
-	if a.overQuota.Load() {
-		deny("quota-exceeded", "the sandbox used its egress quota")
-		return
-	}
-	if a.tenantLeft() <= 0 {
-		deny(ReasonTenantQuota, "the tenant used its egress bytes of the day (quota egress_bytes_per_day)")
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
-	defer cancel()
-	addrs, reason, detail := s.resolveAllowed(ctx, name)
-	if reason != "" {
-		ev.Resolved = detail
-		deny(reason, fmt.Sprintf("%s: %s", name, detail))
-		return
-	}
-	up, err := s.dial(ctx, addrs, port)
-	if err != nil {
-		ev.Resolved = joinAddrs(addrs)
-		ev.Verdict, ev.Reason, ev.Detail = airlock.VerdictFailed, "upstream-unreachable", err.Error()
-		ev.DurationMS = time.Since(start).Milliseconds()
-		reset(c)
-		s.Record(ev)
-		return
-	}
-	ev.Resolved = up.RemoteAddr().String()
-	pc := &proxyConn{a: a, client: c, upstream: up, name: name, port: port, proto: proto}
-	if !a.addConn(pc) {
-		up.Close()
-		deny("sandbox-ended", "")
-		return
-	}
-	// A policy replaced between the check above and the registration
-	// would have missed this connection: check again.
-	if _, ok := a.policy.Load().Admit(name, port, proto); !ok {
-		pc.cut("policy-changed")
-	}
-	var refused *refusal
-	if proto == ProtoHTTP {
-		refused = pc.relayHTTP(head, hh)
-	} else {
-		pc.relay(head)
-	}
-	a.removeConn(pc)
-	if refused != nil {
-		// The refused request gets an event of its own, as a refused
-		// first request would.
-		rev := a.event(airlock.EgressConnection)
-		rev.Protocol, rev.Dialled, rev.Port, rev.Resolved = proto, ev.Dialled, ev.Port, ev.Resolved
-		rev.Name, rev.Host = refused.head.Host, refused.hostHd
-		rev.Verdict, rev.Reason, rev.Detail = airlock.VerdictDenied, refused.reason, refused.detail
-		s.Record(rev)
-	}
-	ev.BytesUp, ev.BytesDown = pc.up.Load(), pc.down.Load()
-	ev.DurationMS = time.Since(start).Milliseconds()
-	ev.Verdict = airlock.VerdictAllowed
-	if r := pc.cutReason(); r != "" {
-		ev.Verdict, ev.Reason = airlock.VerdictClosed, r
-	}
-	s.Record(ev)
+	return a
 }
 
 // sniff reads the client's first bytes until it can tell TLS (and its

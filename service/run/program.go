@@ -112,33 +112,63 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	if job.Acquire > 0 {
 		e.Phases[airlock.PhaseAcquire] = msOf(job.Acquire)
 	}
-	pr := job.Program
 	var obsOut, obsErr func([]byte)
 	if job.Observer != nil {
 		obsOut, obsErr = job.Observer.Stdout, job.Observer.Stderr
 	}
-	stdout, stderr := newCapture(pr.OutputBytes, obsOut), newCapture(pr.OutputBytes, obsErr)
-	r.counted(sb, stdout, stderr)
+	pr := &programRun{r: r, e: e, job: job, sb: sb,
+		stdout: newCapture(job.Program.OutputBytes, obsOut), stderr: newCapture(job.Program.OutputBytes, obsErr)}
+	r.counted(sb, pr.stdout, pr.stderr)
 	if e.SessionID == "" {
 		// A session's sandbox is watched for the session's lifetime.
 		defer r.cfg.Watchdog.Watch(airlock.Watched{Sandbox: sb, TenantID: e.TenantID, ExecutionID: e.ID, Limits: job.Limits})()
 	}
-	before := readStats(ctx, sb)
-	triedBefore := airlock.NetworkAttempts(ctx, sb)
+	pr.before = readStats(ctx, sb)
+	pr.triedBefore = airlock.NetworkAttempts(ctx, sb)
+	if err := pr.execute(ctx); err != nil {
+		return e, err
+	}
+	return e, pr.conclude(ctx)
+}
 
+// programRun is one Run: the job, its record, the captures of its output,
+// what the sandbox said before the program started, and how the program
+// ended.
+type programRun struct {
+	r              *Runner
+	e              *airlock.Execution
+	job            Job
+	sb             airlock.Sandbox
+	stdout, stderr *capture
+	before         airlock.Stats
+	triedBefore    int64
+
+	start       time.Time // when the program started
+	status      protocol.ExitStatus
+	waitErr     error
+	how         outcome
+	sandboxGone bool // the sandbox ended under the program
+}
+
+// execute hands the program in, starts it, feeds its stdin and waits for
+// its end. An error ends the run (the record finished): the program did
+// not start, the caller went away, the owner ended or the server let go.
+func (pr *programRun) execute(ctx context.Context) error {
+	r, e, job, sb := pr.r, pr.e, pr.job, pr.sb
 	t := time.Now()
 	runCtx, runSpan := tracing.Start(ctx, tracing.SpanRun, attribute.String("airlock.execution", e.ID))
-	defer runSpan.End() // ended below when the program has ended; this is for the early returns
-	p, start, err := r.start(runCtx, sb, e, job, stdout, stderr)
+	defer runSpan.End()
+	p, start, err := r.start(runCtx, sb, e, job, pr.stdout, pr.stderr)
 	if err != nil {
 		tracing.Fail(runSpan, err)
 		if ctx.Err() != nil {
 			r.Fail(ctx, e, fmt.Errorf("the client went away before the program started: %w", ctx.Err()))
-			return e, ctx.Err()
+			return ctx.Err()
 		}
 		r.Fail(ctx, e, err)
-		return e, sandboxFailed(e, err)
+		return sandboxFailed(e, err)
 	}
+	pr.start = start
 	e.Phases[airlock.PhaseHandIn] = msOf(time.Since(t))
 	pid := p.PID()
 	if job.Started != nil {
@@ -147,94 +177,70 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	if job.Observer != nil {
 		job.Observer.Started(e.ID, pid)
 	}
-	stdout.start()
-	stderr.start()
-	if pr.Stdin != nil && job.AttachPID == 0 {
-		p.Write(pr.Stdin)
-		if !pr.KeepStdin {
+	pr.stdout.start()
+	pr.stderr.start()
+	if in := job.Program; in.Stdin != nil && job.AttachPID == 0 {
+		p.Write(in.Stdin)
+		if !in.KeepStdin {
 			p.CloseStdin()
 		}
 	}
 
-	status, waitErr, how := r.wait(ctx, p, start, job)
+	pr.status, pr.waitErr, pr.how = r.wait(ctx, p, start, job)
 	// The agent's connection ended under a running program: if the
 	// sandbox is ending too, its first process (the agent) died with it.
-	sandboxGone := waitErr != nil && how == exited && r.endsSoon(ctx, sb)
-	agentKilled := false
+	pr.sandboxGone = pr.waitErr != nil && pr.how == exited && r.endsSoon(ctx, sb)
 	e.DurationMS = time.Since(start).Milliseconds()
 	e.Phases[airlock.PhaseRun] = msOf(time.Since(start))
 	runSpan.End()
-	switch how {
+	switch pr.how {
 	case detached:
-		return e, restarting(e)
+		return restarting(e)
 	case clientGone:
 		r.Fail(ctx, e, fmt.Errorf("the client went away; the program was killed: %w", ctx.Err()))
-		return e, ctx.Err()
+		return ctx.Err()
 	case ownerEnded:
 		e.EndedBy = r.cfg.Watchdog.KilledBy(sb.ID())
 		r.Fail(ctx, e, ErrEnded)
-		return e, ErrEnded
+		return ErrEnded
 	}
+	return nil
+}
 
-	t = time.Now()
+// conclude makes the ended program's result: stops the sandbox when the
+// job asks, reads its stats, names the exit and the limits it ran into,
+// collects artifacts and finishes the record.
+func (pr *programRun) conclude(ctx context.Context) error {
+	r, e, job, sb := pr.r, pr.e, pr.job, pr.sb
+	t := time.Now()
 	ctx, collectSpan := tracing.Start(ctx, tracing.SpanCollect, attribute.String("airlock.execution", e.ID))
 	defer collectSpan.End()
 	if job.StopAfter {
 		if err := sb.Stop(ctx); err != nil {
 			err = fmt.Errorf("stop sandbox: %w", err)
 			r.Fail(ctx, e, err)
-			return e, sandboxFailed(e, err)
+			return sandboxFailed(e, err)
 		}
 	}
-	e.HadNetworkAttempt = airlock.NetworkAttempts(ctx, sb) > triedBefore
+	e.HadNetworkAttempt = airlock.NetworkAttempts(ctx, sb) > pr.triedBefore
 	st, stErr := sb.Stats(ctx)
 	if stErr == nil {
 		e.PeakMemoryMB = (st.PeakMemoryBytes + (1<<20 - 1)) >> 20
 		e.OOMKilled = st.OOMKilled
 	}
-	switch {
-	case waitErr == nil:
-		e.ExitCode = status.Code
-		e.TimedOut = how == timedOut || status.TimedOut
-		if status.Error != "" {
-			stderr.note("airlock: " + status.Error + "\n")
-		}
-		if status.StdoutDropped > 0 {
-			stdout.markTruncated()
-		}
-		if status.StderrDropped > 0 {
-			stderr.markTruncated()
-		}
-	case how == timedOut || e.OOMKilled || r.cfg.Watchdog.KilledBy(sb.ID()) != "":
-		// Killed at the deadline, or the whole sandbox died (out of
-		// memory, or a detector killed it): like a shell, report a
-		// SIGKILL as 128+9.
-		e.ExitCode = 137
-		e.TimedOut = how == timedOut
-	case sandboxGone || ended(sb):
-		agentKilled = true
-		// No limit and no detector: the agent, the sandbox's first
-		// process, was killed from inside (kill -9 1 runs as its user)
-		// and the sandbox ended with it. That is what the code did, so
-		// it is the run's result, not a failure to retry.
-		e.ExitCode = 137
-		e.EndedBy = airlock.EndedAgentKilled
-		e.Error = "the sandbox's agent (its first process) was killed while the program ran, and the sandbox ended with it"
-		stderr.note("airlock: the sandbox's agent was killed while the program ran; the sandbox is gone\n")
-	default:
-		// The agent stopped answering while the sandbox lives.
-		err := fmt.Errorf("the agent stopped answering while the program ran: %w", waitErr)
+	agentKilled, err := pr.exit()
+	if err != nil {
 		r.Fail(ctx, e, err)
-		return e, sandboxFailed(e, err)
+		return sandboxFailed(e, err)
 	}
-	e.Stdout, e.StdoutTruncated = stdout.result()
-	e.Stderr, e.StderrTruncated = stderr.result()
-	r.classify(e, sb, before, st, stErr, job.Limits)
+	e.Stdout, e.StdoutTruncated = pr.stdout.result()
+	e.Stderr, e.StderrTruncated = pr.stderr.result()
+	r.classify(e, sb, pr.before, st, stErr, job.Limits)
 	if job.Collect != nil {
 		if err := job.Collect(ctx, e); err != nil {
 			err = fmt.Errorf("collect artifacts: %w", err)
 			r.Fail(ctx, e, err)
-			return e, sandboxFailed(e, err)
+			return sandboxFailed(e, err)
 		}
 	}
 	if job.StopAfter || job.Collect != nil {
@@ -244,10 +250,49 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	if agentKilled {
 		e.Status = airlock.StatusFailed
 	}
-	if err := r.finish(ctx, e); err != nil {
-		return e, err
+	return r.finish(ctx, e)
+}
+
+// exit puts how the program ended in the record: its exit code, or 137
+// when it was killed at its deadline, with its sandbox, or with the
+// agent. agentKilled says the agent was killed from inside; an error
+// that the agent stopped answering while the sandbox lives.
+func (pr *programRun) exit() (agentKilled bool, err error) {
+	e, sb, status, how := pr.e, pr.sb, pr.status, pr.how
+	switch {
+	case pr.waitErr == nil:
+		e.ExitCode = status.Code
+		e.TimedOut = how == timedOut || status.TimedOut
+		if status.Error != "" {
+			pr.stderr.note("airlock: " + status.Error + "\n")
+		}
+		if status.StdoutDropped > 0 {
+			pr.stdout.markTruncated()
+		}
+		if status.StderrDropped > 0 {
+			pr.stderr.markTruncated()
+		}
+	case how == timedOut || e.OOMKilled || pr.r.cfg.Watchdog.KilledBy(sb.ID()) != "":
+		// Killed at the deadline, or the whole sandbox died (out of
+		// memory, or a detector killed it): like a shell, report a
+		// SIGKILL as 128+9.
+		e.ExitCode = 137
+		e.TimedOut = how == timedOut
+	case pr.sandboxGone || ended(sb):
+		// No limit and no detector: the agent, the sandbox's first
+		// process, was killed from inside (kill -9 1 runs as its user)
+		// and the sandbox ended with it. That is what the code did, so
+		// it is the run's result, not a failure to retry.
+		e.ExitCode = 137
+		e.EndedBy = airlock.EndedAgentKilled
+		e.Error = "the sandbox's agent (its first process) was killed while the program ran, and the sandbox ended with it"
+		pr.stderr.note("airlock: the sandbox's agent was killed while the program ran; the sandbox is gone\n")
+		return true, nil
+	default:
+		// The agent stopped answering while the sandbox lives.
+		return false, fmt.Errorf("the agent stopped answering while the program ran: %w", pr.waitErr)
 	}
-	return e, nil
+	return false, nil
 }
 
 // start hands the job's files in and starts its program (or attaches to

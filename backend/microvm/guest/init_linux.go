@@ -53,17 +53,65 @@ func RunIfAsked() {
 }
 
 func run() (string, error) {
-	data, err := os.ReadFile(guestabi.ConfigPath)
+	cfg, err := readConfig()
 	if err != nil {
 		return "config", err
 	}
+	if stage, err := mountEarly(&cfg); err != nil {
+		return stage, err
+	}
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	nproc := guestabi.CmdlineInt(string(cmdline), guestabi.ParamNproc, defaultNproc) + agentTasks
+	netCfg, err := guestabi.ParseNet(string(cmdline))
+	if err != nil {
+		return "network", err
+	}
+	devs, stage, err := findDevices(&cfg)
+	if err != nil {
+		return stage, err
+	}
+	port, stage, err := enterRoot(&cfg, devs, netCfg)
+	if err != nil {
+		return stage, err
+	}
+	if stage, err := dropPrivileges(&cfg, nproc); err != nil {
+		return stage, err
+	}
+	for _, fd := range []int{0, 1} {
+		if err := unix.Dup3(port, fd, 0); err != nil {
+			return "stdio", err
+		}
+	}
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
+	if err := harden.InstallSeccomp(); err != nil {
+		return "seccomp", err
+	}
+	if err := unix.Chdir("/workspace"); err != nil {
+		return "cwd", err
+	}
+	return "exec agent", syscall.Exec(cfg.Agent, []string{cfg.Agent}, cfg.Env)
+}
+
+// readConfig reads and checks the Config the host put in the initramfs.
+func readConfig() (guestabi.Config, error) {
 	var cfg guestabi.Config
+	data, err := os.ReadFile(guestabi.ConfigPath)
+	if err != nil {
+		return cfg, err
+	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "config", err
+		return cfg, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return "config", err
-	}
+	return cfg, cfg.Validate()
+}
+
+// mountEarly mounts /proc and the initramfs's /dev, loads the modules
+// and sets the sysctls. On failure it names the stage.
+func mountEarly(cfg *guestabi.Config) (string, error) {
 	os.MkdirAll("/proc", 0o555)
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "mount /proc", err
@@ -80,71 +128,92 @@ func run() (string, error) {
 	if err := setSysctls(); err != nil {
 		return "sysctls", err
 	}
-	cmdline, _ := os.ReadFile("/proc/cmdline")
-	nproc := guestabi.CmdlineInt(string(cmdline), guestabi.ParamNproc, defaultNproc) + agentTasks
-	netCfg, err := guestabi.ParseNet(string(cmdline))
-	if err != nil {
-		return "network", err
-	}
+	return "", nil
+}
+
+// guestDevices are the device nodes of the guest's disks and ports.
+type guestDevices struct {
+	root, scratch, port, reseed string // reseed: "" without a reseed port
+}
+
+// findDevices waits (with /sys mounted for the while) until the disks
+// and ports of cfg's serials and names appear. On failure it names the
+// stage.
+func findDevices(cfg *guestabi.Config) (guestDevices, string, error) {
+	var d guestDevices
 	os.MkdirAll("/sys", 0o555)
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return "mount /sys", err
+		return d, "mount /sys", err
 	}
-	var rootDev, scratchDev, portDev, reseedDev string
-	err = waitFor(20*time.Second, func() bool {
-		rootDev = findDevice("/sys/block/vd*/serial", cfg.RootSerial)
-		scratchDev = findDevice("/sys/block/vd*/serial", cfg.ScratchSerial)
-		portDev = findDevice("/sys/class/virtio-ports/vport*/name", cfg.Port)
+	err := waitFor(20*time.Second, func() bool {
+		d.root = findDevice("/sys/block/vd*/serial", cfg.RootSerial)
+		d.scratch = findDevice("/sys/block/vd*/serial", cfg.ScratchSerial)
+		d.port = findDevice("/sys/class/virtio-ports/vport*/name", cfg.Port)
 		if cfg.ReseedPort != "" {
-			reseedDev = findDevice("/sys/class/virtio-ports/vport*/name", cfg.ReseedPort)
+			d.reseed = findDevice("/sys/class/virtio-ports/vport*/name", cfg.ReseedPort)
 		}
-		return rootDev != "" && scratchDev != "" && portDev != "" && (cfg.ReseedPort == "" || reseedDev != "")
+		return d.root != "" && d.scratch != "" && d.port != "" && (cfg.ReseedPort == "" || d.reseed != "")
 	})
 	if err != nil {
-		return "devices", fmt.Errorf("root disk %q, scratch disk %q, port %q: %w", rootDev, scratchDev, portDev, err)
+		return d, "devices", fmt.Errorf("root disk %q, scratch disk %q, port %q: %w", d.root, d.scratch, d.port, err)
 	}
 	if err := unix.Unmount("/sys", 0); err != nil {
-		return "unmount /sys", err
+		return d, "unmount /sys", err
 	}
-	if err := setupRoot(&cfg, rootDev, scratchDev); err != nil {
-		return "mounts", err
+	return d, "", nil
+}
+
+// enterRoot mounts the root and scratch disks, opens the agent's port,
+// starts the reseeder, leaves the initramfs for the new root and brings
+// its network up. It returns the port's descriptor, or on failure names
+// the stage.
+func enterRoot(cfg *guestabi.Config, devs guestDevices, netCfg *guestabi.NetConfig) (int, string, error) {
+	if err := setupRoot(cfg, devs.root, devs.scratch); err != nil {
+		return -1, "mounts", err
 	}
-	port, err := unix.Open(portDev, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	port, err := unix.Open(devs.port, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "port", err
+		return -1, "port", err
 	}
-	if reseedDev != "" {
-		if err := startReseeder(reseedDev); err != nil {
-			return "reseeder", err
+	if devs.reseed != "" {
+		if err := startReseeder(devs.reseed); err != nil {
+			return -1, "reseeder", err
 		}
 	}
 	// The initramfs's devtmpfs shows every device of the guest: it goes
 	// before the agent runs (the port stays open).
 	if err := unix.Unmount("/dev", unix.MNT_DETACH); err != nil {
-		return "unmount devtmpfs", err
+		return -1, "unmount devtmpfs", err
 	}
 	if err := unix.Unmount("/proc", unix.MNT_DETACH); err != nil {
-		return "unmount /proc", err
+		return -1, "unmount /proc", err
 	}
 	if netCfg != nil {
 		if err := bindResolvConf("/newroot", netCfg.ResolvConf); err != nil {
-			return "resolv.conf", err
+			return -1, "resolv.conf", err
 		}
 	}
 	if err := switchRoot("/newroot"); err != nil {
-		return "switch root", err
+		return -1, "switch root", err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return "hostname", err
+		return -1, "hostname", err
 	}
 	if err := loopbackUp(); err != nil {
-		return "loopback", err
+		return -1, "loopback", err
 	}
 	if netCfg != nil {
 		if err := networkUp(netCfg); err != nil {
-			return "network", err
+			return -1, "network", err
 		}
 	}
+	return port, "", nil
+}
+
+// dropPrivileges sets the rlimits (nproc processes), drops the
+// capability bounding set, becomes cfg's user and group with no
+// capabilities, and sets no_new_privs. On failure it names the stage.
+func dropPrivileges(cfg *guestabi.Config, nproc int64) (string, error) {
 	for _, r := range []struct {
 		res int
 		n   uint64
@@ -172,23 +241,7 @@ func run() (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
 	}
-	for _, fd := range []int{0, 1} {
-		if err := unix.Dup3(port, fd, 0); err != nil {
-			return "stdio", err
-		}
-	}
-	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		for fd := 3; fd < 1024; fd++ {
-			unix.CloseOnExec(fd)
-		}
-	}
-	if err := harden.InstallSeccomp(); err != nil {
-		return "seccomp", err
-	}
-	if err := unix.Chdir("/workspace"); err != nil {
-		return "cwd", err
-	}
-	return "exec agent", syscall.Exec(cfg.Agent, []string{cfg.Agent}, cfg.Env)
+	return "", nil
 }
 
 // loadModule loads one kernel module; one already there is fine.

@@ -36,50 +36,11 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := cfg.Jail.Dir
-	if err := os.MkdirAll(filepath.Join(dir, jailDisks[1:]), 0o755); err != nil {
-		return nil, fmt.Errorf("qemu: %w", err)
-	}
-	if err := linkIn(cfg.Kernel, filepath.Join(dir, jailKernel[1:])); err != nil {
+	run, err := prepareJail(&cfg)
+	if err != nil {
 		return nil, err
 	}
-	if err := linkIn(cfg.Initrd, filepath.Join(dir, jailInitrd[1:])); err != nil {
-		return nil, err
-	}
-	for _, dr := range cfg.Drives {
-		if err := linkIn(dr.Path, filepath.Join(dir, jailDisks[1:], dr.ID)); err != nil {
-			return nil, err
-		}
-		if !dr.ReadOnly {
-			if err := os.Chown(dr.Path, cfg.Jail.UID, cfg.Jail.GID); err != nil {
-				return nil, fmt.Errorf("qemu: %w", err)
-			}
-		}
-	}
-	run := filepath.Join(dir, jailRun[1:])
-	if err := os.Mkdir(run, 0o700); err != nil {
-		return nil, fmt.Errorf("qemu: %w", err)
-	}
-	if err := os.Chown(run, cfg.Jail.UID, cfg.Jail.GID); err != nil {
-		return nil, fmt.Errorf("qemu: %w", err)
-	}
-	jc := jailer.Config{
-		Root:     dir,
-		UID:      cfg.Jail.UID,
-		GID:      cfg.Jail.GID,
-		Hostname: "vmm-" + cfg.ID,
-		Binds: []jailer.Bind{
-			{Source: "/usr", Target: "/usr", ReadOnly: true},
-			{Source: "/dev/null", Target: "/dev/null"},
-			{Source: "/dev/urandom", Target: "/dev/urandom", ReadOnly: true},
-		},
-		Symlinks: [][2]string{{"usr/lib", "/lib"}, {"usr/lib64", "/lib64"}, {"usr/bin", "/bin"}},
-		Exec:     d.cfg.QEMU,
-		Args:     d.args(&cfg),
-	}
-	if d.accel == vmm.AccelKVM {
-		jc.Binds = append(jc.Binds, jailer.Bind{Source: "/dev/kvm", Target: "/dev/kvm"})
-	}
+	jc := d.jailConfig(&cfg)
 	cmd, w, err := jailer.Command(d.cfg.Jailer)
 	if err != nil {
 		return nil, err
@@ -100,7 +61,7 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 		return nil, fmt.Errorf("qemu: start the jailer: %w", err)
 	}
 	cmd.ExtraFiles[0].Close()
-	m := &Machine{dir: dir, pid: cmd.Process.Pid, done: make(chan struct{})}
+	m := &Machine{dir: cfg.Jail.Dir, pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(m.done)
@@ -118,6 +79,74 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 	if err := jailer.Send(w, jc); err != nil {
 		return fail(fmt.Errorf("qemu: jailer config: %w", err))
 	}
+	if err := d.connect(ctx, m, &cfg, run, incomingFD); err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+// prepareJail lays out the machine's jail directory: the kernel, the
+// initrd and the drives linked in (writable drives owned by the jail's
+// user) and the run directory for its sockets, which it returns.
+func prepareJail(cfg *vmm.MachineConfig) (string, error) {
+	dir := cfg.Jail.Dir
+	if err := os.MkdirAll(filepath.Join(dir, jailDisks[1:]), 0o755); err != nil {
+		return "", fmt.Errorf("qemu: %w", err)
+	}
+	if err := linkIn(cfg.Kernel, filepath.Join(dir, jailKernel[1:])); err != nil {
+		return "", err
+	}
+	if err := linkIn(cfg.Initrd, filepath.Join(dir, jailInitrd[1:])); err != nil {
+		return "", err
+	}
+	for _, dr := range cfg.Drives {
+		if err := linkIn(dr.Path, filepath.Join(dir, jailDisks[1:], dr.ID)); err != nil {
+			return "", err
+		}
+		if !dr.ReadOnly {
+			if err := os.Chown(dr.Path, cfg.Jail.UID, cfg.Jail.GID); err != nil {
+				return "", fmt.Errorf("qemu: %w", err)
+			}
+		}
+	}
+	run := filepath.Join(dir, jailRun[1:])
+	if err := os.Mkdir(run, 0o700); err != nil {
+		return "", fmt.Errorf("qemu: %w", err)
+	}
+	if err := os.Chown(run, cfg.Jail.UID, cfg.Jail.GID); err != nil {
+		return "", fmt.Errorf("qemu: %w", err)
+	}
+	return run, nil
+}
+
+// jailConfig is what the jailer makes of the jail directory before it
+// execs QEMU: the host's /usr and the few devices QEMU needs (and
+// /dev/kvm under KVM), as the jail's user.
+func (d *Driver) jailConfig(cfg *vmm.MachineConfig) jailer.Config {
+	jc := jailer.Config{
+		Root:     cfg.Jail.Dir,
+		UID:      cfg.Jail.UID,
+		GID:      cfg.Jail.GID,
+		Hostname: "vmm-" + cfg.ID,
+		Binds: []jailer.Bind{
+			{Source: "/usr", Target: "/usr", ReadOnly: true},
+			{Source: "/dev/null", Target: "/dev/null"},
+			{Source: "/dev/urandom", Target: "/dev/urandom", ReadOnly: true},
+		},
+		Symlinks: [][2]string{{"usr/lib", "/lib"}, {"usr/lib64", "/lib64"}, {"usr/bin", "/bin"}},
+		Exec:     d.cfg.QEMU,
+		Args:     d.args(cfg),
+	}
+	if d.accel == vmm.AccelKVM {
+		jc.Binds = append(jc.Binds, jailer.Bind{Source: "/dev/kvm", Target: "/dev/kvm"})
+	}
+	return jc
+}
+
+// connect waits, within the start timeout, for QEMU's monitor socket in
+// run and connects to it, then to the reseed port's socket; for a
+// machine restored from a snapshot it brings the state in.
+func (d *Driver) connect(ctx context.Context, m *Machine, cfg *vmm.MachineConfig, run string, incomingFD int) error {
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	sock := filepath.Join(run, qmpSock)
@@ -129,27 +158,25 @@ func (d *Driver) Start(ctx context.Context, cfg vmm.MachineConfig) (vmm.Machine,
 				if cfg.ReseedPort != "" {
 					// Connected for the machine's life: the guest's
 					// reseeder never sees its port without a host.
-					var d net.Dialer
-					if m.reseed, err = d.DialContext(sctx, "unix", filepath.Join(run, reseedSock)); err != nil {
-						return fail(fmt.Errorf("qemu: reseed port: %w", err))
+					var dialer net.Dialer
+					if m.reseed, err = dialer.DialContext(sctx, "unix", filepath.Join(run, reseedSock)); err != nil {
+						return fmt.Errorf("qemu: reseed port: %w", err)
 					}
 				}
 				if cfg.Incoming != nil {
-					if err := m.restore(sctx, incomingFD); err != nil {
-						return fail(err)
-					}
+					return m.restore(sctx, incomingFD)
 				}
-				return m, nil
+				return nil
 			}
 			if sctx.Err() != nil {
-				return fail(fmt.Errorf("qemu: monitor: %w", err))
+				return fmt.Errorf("qemu: monitor: %w", err)
 			}
 		}
 		select {
 		case <-m.done:
-			return fail(errors.New("qemu: the VMM exited while starting"))
+			return errors.New("qemu: the VMM exited while starting")
 		case <-sctx.Done():
-			return fail(fmt.Errorf("qemu: no monitor after %v: %w", d.cfg.StartTimeout, sctx.Err()))
+			return fmt.Errorf("qemu: no monitor after %v: %w", d.cfg.StartTimeout, sctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

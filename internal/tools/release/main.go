@@ -34,11 +34,11 @@ func main() {
 		base := fs.String("base", "", "root file system directory of the base layer")
 		version := fs.String("version", "", "release version")
 		out := fs.String("out", "", "OCI image archive to write")
-		repo := fs.String("repo", "", "image repository; with it, print REPO:VERSION@DIGEST instead of the digest")
+		repo := fs.String("repo", "", "image repository: the archive names the image REPO:VERSION; with it, print REPO:VERSION@DIGEST instead of the digest")
 		fs.Var(&bins, "bin", "binary for /usr/local/bin (repeat)")
 		fs.Var(&docs, "doc", "document for /usr/share/doc/airlock (repeat)")
 		fs.Parse(os.Args[2:])
-		d, err := release.BuildImage(release.ImageConfig{Base: *base, Bins: bins, Docs: docs, Version: *version}, *out)
+		d, err := release.BuildImage(release.ImageConfig{Base: *base, Bins: bins, Docs: docs, Version: *version, Repo: *repo}, *out)
 		if err != nil {
 			fail(err)
 		}
