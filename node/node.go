@@ -182,6 +182,7 @@ func (n *Node) openBackends(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.onClose(func() { gv.Close() })
 	extra, closeExtra, err := extraBackends(c, n.logger)
 	if err != nil {
 		return err
