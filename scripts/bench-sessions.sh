@@ -72,7 +72,7 @@ waitmetric() { # name minimum
 	return 1
 }
 title() { printf '\n### %s\n' "$*"; }
-bench() { "$BIN/airlock" bench --sessions --image python-ds "$@" | sed 's/^/    /'; }
+bench() { "$BIN/airlock" node bench --sessions --image python-ds "$@" | sed 's/^/    /'; }
 api() { curl -sf -H "Authorization: Bearer $AIRLOCK_API_KEY" -H 'Content-Type: application/json' "$@"; }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -84,7 +84,7 @@ if [ -n "${BEFORE:-}" ]; then
 	rmdir "$OLD"
 	git -C "$REPO" worktree add --detach "$OLD" "$BEFORE" >/dev/null
 	(cd "$OLD" && CGO_ENABLED=0 go build -trimpath -o "$OLD/bin/" ./cmd/airlockd ./cmd/airlock-agent)
-	"$BIN/airlock" image build --state-dir "$STATE" --agent "$OLD/bin/airlock-agent" python-ds >/dev/null
+	"$BIN/airlock" node image build --state-dir "$STATE" --agent "$OLD/bin/airlock-agent" python-ds >/dev/null
 	AIRLOCKD="$OLD/bin/airlockd" AGENT="$OLD/bin/airlock-agent"
 	NEW="$WORK"
 	WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)" # a state directory of its own

@@ -88,7 +88,7 @@ title() { printf '\n### %s\n' "$*"; }
 baseline() {
 	local c0 k0 out
 	c0=$(usage -baseline); k0=$(kthreads)
-	out=$(inacct -baseline "$BIN/airlock" baseline --state-dir "$STATE" --cgroup-parent "$PARENT-baseline" "$@")
+	out=$(inacct -baseline "$BIN/airlock" node baseline --state-dir "$STATE" --cgroup-parent "$PARENT-baseline" "$@")
 	echo "$out" | sed 's/^/    /'
 	echo "$out" | awk -v c0="$c0" -v c1="$(usage -baseline)" -v k0="$k0" -v k1="$(kthreads)" '
 		/ runs \(/ {for (i = 1; i <= NF; i++) if ($(i+1) == "runs") n = $i}
@@ -109,7 +109,7 @@ busy() { awk '/^cpu / {printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e7}' /p
 bench() {
 	local m0 s0 d0 h0 out
 	m0=$(busy); s0=$(usage ""); d0=$(usage -daemon); k0=$(kthreads); h0=$(metricsum airlock_pool_misses_total)
-	out=$("$BIN/airlock" bench --json "$@")
+	out=$("$BIN/airlock" node bench -o json "$@")
 	echo "$out" | awk -v m0="$m0" -v m1="$(busy)" -v s0="$s0" -v s1="$(usage "")" -v d0="$d0" -v d1="$(usage -daemon)" -v k0="$k0" -v k1="$(kthreads)" \
 		-v h0="$h0" -v h1="$(metricsum airlock_pool_misses_total)" '
 		/"requests"/ {gsub(/[^0-9]/, "", $2); req = $2}
@@ -179,7 +179,7 @@ for c in 1 2 4 8 16; do
 	echo "  $c at once:"
 	bench --code 'print(1)' --concurrency "$c" --duration "$STEP"
 done
-echo "    (api errors by status in the last step: $("$BIN/airlock" bench --code 'print(1)' --concurrency 16 --duration 10s --json | tr -d '\n ' | sed -n 's/.*"api_errors":\({[^}]*}\).*/\1/p'))"
+echo "    (api errors by status in the last step: $("$BIN/airlock" node bench --code 'print(1)' --concurrency 16 --duration 10s -o json | tr -d '\n ' | sed -n 's/.*"api_errors":\({[^}]*}\).*/\1/p'))"
 
 title "40 print(1) requests sent at once"
 bench --code 'print(1)' --concurrency 40 --requests 40 --duration 5m

@@ -65,7 +65,8 @@ func runClientEvents(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return apiFailed(std, err, &srv)
 	}
-	page := &airlock.AbuseEventPage{}
+	// Events is never null in JSON: an empty list is [].
+	page := &airlock.AbuseEventPage{Events: []*airlock.AbuseEvent{}}
 	for {
 		p, err := c.ListEvents(ctx, limit, before)
 		if err != nil {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,4 +118,30 @@ func lsRow(out, name string, want ...string) bool {
 		return true
 	}
 	return false
+}
+
+// A tenant with no events gets [] in JSON, never null: scripts iterate
+// over it.
+func TestClientEventsEmptyIsList(t *testing.T) {
+	cliEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/events" || r.Header.Get("Authorization") != "Bearer alk_t" {
+			http.Error(w, "unexpected", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"events":null}`))
+	}))
+	t.Cleanup(srv.Close)
+	out, errs, code := runCLI(t, runClientEvents, "", "--url", srv.URL, "--key", "alk_t", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if string(got["events"]) != "[]" {
+		t.Errorf("events = %s, want []", got["events"])
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -74,7 +75,9 @@ flags:
 `
 
 func runTenant(ctx context.Context, args []string, std stdio) error {
-	deprecated(std, "tenant", "airlock admin tenant")
+	if !setsNodeOnlyFields(args) {
+		deprecated(std, "tenant", "airlock admin tenant")
+	}
 	if len(args) == 0 {
 		return usageError(std.err, "tenant", "want a subcommand: create, set, ls or usage")
 	}
@@ -198,3 +201,19 @@ func runTenantList(ctx context.Context, args []string, std stdio) error {
 // errNoTenant is returned when a command names a tenant that does not
 // exist.
 var errNoTenant = errors.New("no such tenant")
+
+// setsNodeOnlyFields reports whether args are a "set" of what only this
+// node-local command can set (--guard, --first-party: the admin API has
+// no such fields), which is then no deprecated use.
+func setsNodeOnlyFields(args []string) bool {
+	if len(args) == 0 || args[0] != "set" {
+		return false
+	}
+	for _, a := range args[1:] {
+		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
+		if name == "guard" || name == "first-party" {
+			return true
+		}
+	}
+	return false
+}

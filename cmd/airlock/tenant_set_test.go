@@ -36,6 +36,9 @@ func TestTenantSetFirstParty(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "first-party true, isolation floor container") {
 		t.Fatalf("set --first-party: %d %q %q", code, out, errs)
 	}
+	if strings.Contains(errs, "deprecated") {
+		t.Errorf("set --first-party, which only the node command can set, was called deprecated: %q", errs)
+	}
 	if fp, fl := floor(); !fp || fl != airlock.IsolationContainer {
 		t.Errorf("after set: first-party %v, floor %s", fp, fl)
 	}
