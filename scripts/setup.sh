@@ -149,7 +149,7 @@ step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $R
 # Only ./runsc is built, with -trimpath (the generator and the build
 # share the compiled packages) and without symbols and DWARF (-s -w: a
 # third smaller, and the link is faster).
-RUNSC_BUILD="${RUNSC_VERSION} seccomp-precompiled-1"
+RUNSC_BUILD="${RUNSC_VERSION} seccomp-precompiled-2"
 RUNSC_FLAGS=(-trimpath -buildvcs=false)
 if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
 	echo "present: $RUNSC_BIN"
@@ -164,7 +164,8 @@ else
 		local t=$SECONDS
 		cp -r "$mod/." "$src" && chmod -R u+w "$src" &&
 			cp "$REPO/scripts/runsc-seccomp/gen.go" "$src/airlock_seccomp_gen.go" &&
-			echo "generating the seccomp programs (a few minutes, once per machine)..." &&
+			cp "$REPO/scripts/runsc-seccomp/bootsubset.go.in" "$src/runsc/boot/filter/config/airlock_subset.go" &&
+			echo "generating the seccomp programs of the options airlockd uses..." &&
 			(cd "$src" && CGO_ENABLED=0 go run "${RUNSC_FLAGS[@]}" airlock_seccomp_gen.go) &&
 			echo "building runsc ($((SECONDS - t)) s so far)..." &&
 			(cd "$src" && CGO_ENABLED=0 go build "${RUNSC_FLAGS[@]}" -ldflags='-s -w' -o "$RUNSC_BIN.new" ./runsc) &&

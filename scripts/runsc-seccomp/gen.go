@@ -15,6 +15,16 @@
 // The programs are the same rules runsc would compile at start; runsc
 // looks them up by the key of its options and compiles as before when a
 // configuration has no precompiled program.
+//
+// gVisor precompiles every combination of platform, host networking,
+// direct host filesystem and GPU/TPU/RDMA proxies: hundreds of sandbox
+// programs, which took most of an hour on a busy 2-core machine. Airlock
+// runs runsc on the systrap platform by default, its own network
+// stack (--network none or sandbox) and no device proxies, so only the
+// sandbox programs of those options are generated (setup.sh adds
+// bootsubset.go.in to the copy for that); the gofer's few programs are
+// all kept. A sandbox started with other options still works, compiling
+// its filters at start as a plain build would.
 package main
 
 import (
@@ -34,7 +44,9 @@ func main() {
 		file     string
 		programs func() ([]precompiledseccomp.Program, error)
 	}{
-		{"runsc/boot/filter/filter_precompiled.go", bootconfig.PrecompiledPrograms},
+		{"runsc/boot/filter/filter_precompiled.go", func() ([]precompiledseccomp.Program, error) {
+			return bootconfig.AirlockPrograms(airlockOptions)
+		}},
 		{"runsc/fsgofer/filter/filter_precompiled.go", goferconfig.PrecompiledPrograms},
 	}
 	for _, t := range targets {
@@ -47,6 +59,15 @@ func main() {
 		}
 		fmt.Printf("%s: %d programs\n", t.file, len(progs))
 	}
+}
+
+// airlockOptions says whether runsc as Airlock runs it can use a sandbox
+// filter built for opt: the systrap platform (airlockd's default),
+// gVisor's own network stack, any filesystem mode, no device proxies.
+func airlockOptions(opt bootconfig.Options) bool {
+	return opt.Platform.ConfigKey() == "systrap" &&
+		!opt.HostNetwork && !opt.HostNetworkRawSockets &&
+		!opt.NVProxy && !opt.TPUProxy && !opt.RDMAProxy
 }
 
 // rewrite replaces the empty registerPrograms of file with one that
