@@ -92,11 +92,11 @@ func TestAirlockdAPIFlags(t *testing.T) {
 
 	// Strict bodies, through the real server.
 	p := send(t, "POST", d.url+"/v1/execute", key, strings.NewReader(`{"language": "bash", "code": "true", "Timeout_Sec": 5}`)).problem(t, 400)
-	if !strings.HasSuffix(p.Type, ":unknown-field") || !strings.Contains(p.Detail, `"Timeout_Sec"`) {
+	if p.Type != "/problems/unknown-field" || !strings.Contains(p.Detail, `"Timeout_Sec"`) {
 		t.Errorf("unknown member: %+v", p)
 	}
 	p = send(t, "POST", d.url+"/v1/sandbox/execute", key, strings.NewReader(`{"language": "bash", "code": "true", "code": "false"}`)).problem(t, 400)
-	if !strings.HasSuffix(p.Type, ":duplicate-field") || !strings.Contains(p.Detail, `"code"`) {
+	if p.Type != "/problems/duplicate-field" || !strings.Contains(p.Detail, `"code"`) {
 		t.Errorf("duplicate member: %+v", p)
 	}
 
