@@ -28,8 +28,11 @@ type EtcdConfig struct {
 	// stops renewing it (killed, or cut off from etcd) loses them after
 	// TTL, as the fleet's membership does.
 	TTL time.Duration
-	// Timeout bounds one Take, Drop or State, retries included (3 s);
-	// past it the counters are ErrSharedUnavailable.
+	// Timeout bounds each call to etcd in a Take, Drop or State (3 s):
+	// etcd silent that long makes the counters ErrSharedUnavailable. A
+	// Take that loses its compare-and-swap to other nodes' takes (etcd
+	// answered, so it is reachable) tries again for up to
+	// contentionRounds Timeouts in all before it gives up.
 	Timeout time.Duration
 	Logger  *slog.Logger
 }
@@ -383,60 +386,13 @@ func (e *EtcdCounters) Take(ctx context.Context, tenantID string, r Record, chec
 	if lease == 0 && r.ID != "" {
 		return unavailable(errors.New("no lease"))
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, contentionRounds*e.cfg.Timeout)
 	defer cancel()
 	prefix := e.tenantPrefix(tenantID)
 	for attempt := 0; ; attempt++ {
-		resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			return unavailable(err)
-		}
-		st, execs := e.state(tenantID, resp)
-		if !r.Force {
-			if err := check(st); err != nil {
-				return err
-			}
-		}
-		var ops []clientv3.Op
-		var val string
-		if r.ID != "" {
-			val = encodeHold(r)
-			ops = append(ops, clientv3.OpPut(e.holdKey(tenantID, r.ID), val, clientv3.WithLease(lease)))
-		}
-		if r.Exec {
-			at := r.Admitted.UnixMilli()
-			cut := at - time.Minute.Milliseconds()
-			keep := execs[:0:0]
-			for _, ms := range execs {
-				if ms > cut {
-					keep = append(keep, ms)
-				}
-			}
-			keep = append(keep, at)
-			if len(keep) > maxExecs {
-				keep = keep[len(keep)-maxExecs:]
-			}
-			ops = append(ops, clientv3.OpPut(e.execKey(tenantID), encodeExecs(keep)))
-		}
-		if len(ops) == 0 {
-			return nil
-		}
-		txn, err := e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(prefix), "<", resp.Header.Revision+1).WithPrefix()).
-			Then(ops...).Commit()
-		if err != nil {
-			return unavailable(err)
-		}
-		if txn.Succeeded {
-			if r.ID != "" {
-				e.mu.Lock()
-				e.live[e.holdKey(tenantID, r.ID)] = val
-				if e.lease != lease {
-					e.dirty = true // written under a lease lost meanwhile
-				}
-				e.mu.Unlock()
-			}
-			return nil
+		succeeded, err := e.tryTake(ctx, tenantID, prefix, lease, r, check)
+		if err != nil || succeeded {
+			return err
 		}
 		// Another node changed the tenant's counters meanwhile: read
 		// them again, after a short pause that spreads the contenders.
@@ -445,6 +401,70 @@ func (e *EtcdCounters) Take(ctx context.Context, tenantID string, r Record, chec
 			return unavailable(fmt.Errorf("no agreement after %d attempts: %w", attempt+1, ctx.Err()))
 		}
 	}
+}
+
+// contentionRounds is how many Timeouts a Take may spend losing its
+// compare-and-swap to other nodes before it answers unavailable.
+const contentionRounds = 4
+
+// tryTake is one round of Take: read the tenant's counters, check them
+// and write the hold if nobody changed them since. Each of its two calls
+// to etcd is bounded by Timeout.
+func (e *EtcdCounters) tryTake(ctx context.Context, tenantID, prefix string, lease clientv3.LeaseID, r Record, check func(SharedState) error) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return false, unavailable(err)
+	}
+	st, execs := e.state(tenantID, resp)
+	if !r.Force {
+		if err := check(st); err != nil {
+			return false, err
+		}
+	}
+	var ops []clientv3.Op
+	var val string
+	if r.ID != "" {
+		val = encodeHold(r)
+		ops = append(ops, clientv3.OpPut(e.holdKey(tenantID, r.ID), val, clientv3.WithLease(lease)))
+	}
+	if r.Exec {
+		at := r.Admitted.UnixMilli()
+		cut := at - time.Minute.Milliseconds()
+		keep := execs[:0:0]
+		for _, ms := range execs {
+			if ms > cut {
+				keep = append(keep, ms)
+			}
+		}
+		keep = append(keep, at)
+		if len(keep) > maxExecs {
+			keep = keep[len(keep)-maxExecs:]
+		}
+		ops = append(ops, clientv3.OpPut(e.execKey(tenantID), encodeExecs(keep)))
+	}
+	if len(ops) == 0 {
+		return true, nil
+	}
+	txn, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(prefix), "<", resp.Header.Revision+1).WithPrefix()).
+		Then(ops...).Commit()
+	if err != nil {
+		return false, unavailable(err)
+	}
+	if !txn.Succeeded {
+		return false, nil
+	}
+	if r.ID != "" {
+		e.mu.Lock()
+		e.live[e.holdKey(tenantID, r.ID)] = val
+		if e.lease != lease {
+			e.dirty = true // written under a lease lost meanwhile
+		}
+		e.mu.Unlock()
+	}
+	return true, nil
 }
 
 // force records a hold without a check: written now if it can be,
