@@ -40,26 +40,22 @@ func runClientEvents(ctx context.Context, args []string, std stdio) error {
 	}
 	fs := newFlagSet("events", clientEventsUsage, std.err)
 	var (
-		srv    serverFlags
-		out    outputFlags
-		limit  int
-		before string
-		all    bool
+		srv   serverFlags
+		out   outputFlags
+		pages pageFlags
 	)
 	srv.register(fs)
 	out.register(fs, true)
-	fs.IntVar(&limit, "limit", 50, "")
-	fs.StringVar(&before, "before", "", "")
-	fs.BoolVar(&all, "all", false, "")
+	pages.register(fs, 50)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
 	}
-	switch {
-	case len(pos) != 0:
+	if len(pos) != 0 {
 		return errUsage("events", "unexpected argument %q", pos[0])
-	case limit < 1 || limit > 500:
-		return errUsage("events", "--limit must be from 1 to 500")
+	}
+	if err := pages.check("events"); err != nil {
+		return err
 	}
 	c, err := srv.client(nil)
 	if err != nil {
@@ -67,17 +63,16 @@ func runClientEvents(ctx context.Context, args []string, std stdio) error {
 	}
 	// Events is never null in JSON: an empty list is [].
 	page := &airlock.AbuseEventPage{Events: []*airlock.AbuseEvent{}}
-	for {
+	page.NextCursor, err = pages.follow(ctx, func(ctx context.Context, limit int, before string) (string, error) {
 		p, err := c.ListEvents(ctx, limit, before)
 		if err != nil {
-			return apiFailed(std, err, &srv)
+			return "", err
 		}
 		page.Events = append(page.Events, p.Events...)
-		page.NextCursor = p.NextCursor
-		if !all || p.NextCursor == "" {
-			break
-		}
-		before = p.NextCursor
+		return p.NextCursor, nil
+	})
+	if err != nil {
+		return apiFailed(std, err, &srv)
 	}
 	if out.json(std) {
 		return writeJSON(std.out, page)
@@ -94,7 +89,7 @@ func runClientEvents(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(std.err, "airlock: more: airlock events --limit %d --before %s\n", limit, page.NextCursor)
+		fmt.Fprintf(std.err, "airlock: more: airlock events --limit %d --before %s\n", pages.limit, page.NextCursor)
 	}
 	return nil
 }

@@ -48,43 +48,38 @@ func runExecutions(ctx context.Context, args []string, std stdio) error {
 func runExecutionsList(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("executions ls", executionsUsage, std.err)
 	var (
-		srv    serverFlags
-		out    outputFlags
-		limit  int
-		before string
-		all    bool
+		srv   serverFlags
+		out   outputFlags
+		pages pageFlags
 	)
 	srv.register(fs)
 	out.register(fs, false)
-	fs.IntVar(&limit, "limit", 20, "")
-	fs.StringVar(&before, "before", "", "")
-	fs.BoolVar(&all, "all", false, "")
+	pages.register(fs, 20)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return flagErr(err)
 	}
-	switch {
-	case len(pos) != 0:
+	if len(pos) != 0 {
 		return errUsage("executions ls", "unexpected argument %q", pos[0])
-	case limit < 1 || limit > 500:
-		return errUsage("executions ls", "--limit must be from 1 to 500")
+	}
+	if err := pages.check("executions ls"); err != nil {
+		return err
 	}
 	c, err := srv.client(nil)
 	if err != nil {
 		return apiFailed(std, err, &srv)
 	}
 	page := &airlock.ExecutionPage{}
-	for {
+	page.NextCursor, err = pages.follow(ctx, func(ctx context.Context, limit int, before string) (string, error) {
 		p, err := c.ListExecutions(ctx, limit, before)
 		if err != nil {
-			return apiFailed(std, err, &srv)
+			return "", err
 		}
 		page.Executions = append(page.Executions, p.Executions...)
-		page.NextCursor = p.NextCursor
-		if !all || p.NextCursor == "" {
-			break
-		}
-		before = p.NextCursor
+		return p.NextCursor, nil
+	})
+	if err != nil {
+		return apiFailed(std, err, &srv)
 	}
 	if out.json(std) {
 		return writeJSON(std.out, page)
@@ -98,7 +93,7 @@ func runExecutionsList(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(std.err, "airlock: more: airlock executions ls --limit %d --before %s\n", limit, page.NextCursor)
+		fmt.Fprintf(std.err, "airlock: more: airlock executions ls --limit %d --before %s\n", pages.limit, page.NextCursor)
 	}
 	return nil
 }
