@@ -309,7 +309,7 @@ func problemTypesInCode(t *testing.T, root string) (used map[string]string, dyna
 					if len(n.Args) >= 2 {
 						add(n.Args[0])
 					}
-				case (name == "deny" || name == "writeProblem") && plain && strings.HasPrefix(rel, "service/broker/"):
+				case (name == "deny" || name == "writeProblem" && plain) && strings.HasPrefix(rel, "service/broker/"):
 					i := 1
 					if name == "writeProblem" {
 						i = 2
