@@ -32,3 +32,12 @@ type Image struct {
 type ImageResolver interface {
 	Resolve(ctx context.Context, name string) (*Image, error)
 }
+
+// ProblemImageBuilding is the problem type of a request for an image the
+// node is still building (503; try again after Retry-After).
+const ProblemImageBuilding = "image-building"
+
+// ErrImageBuilding is wrapped by an ImageResolver's error for an image
+// that is not built yet but is being built: a caller may wait, or serve
+// the request from another image that does everything it needs.
+var ErrImageBuilding = &Error{Code: EUNAVAILABLE, Type: ProblemImageBuilding, Message: "image is being built"}

@@ -116,7 +116,8 @@ func startNode(t *testing.T, o nodeOptions, extra ...string) (*testNode, *daemon
 // args are the node's own flags (address, state directory, agent, cgroup
 // parent) and extra.
 func (n *testNode) args(extra ...string) []string {
-	return append([]string{"--listen", n.listen, "--state-dir", n.dir, "--agent", n.agent, "--cgroup-parent", n.parent}, extra...)
+	return append([]string{"--listen", n.listen, "--state-dir", n.dir, "--agent", n.agent, "--cgroup-parent", n.parent,
+		"--build-images=false"}, extra...) // the shared images are read-only
 }
 
 // start starts airlockd with the node's flags and extra, and waits until
@@ -316,6 +317,21 @@ func startDaemon(t *testing.T, bin string, args []string) *daemon {
 // startDaemonEnv is startDaemon with variables added to the environment.
 func startDaemonEnv(t *testing.T, bin string, args, env []string) *daemon {
 	t.Helper()
+	d := startServing(t, bin, args, env)
+	waitFor(t, 30*time.Second, "airlockd /readyz", func() bool {
+		resp, err := http.Get(d.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return d
+}
+
+// startServing starts airlockd and waits until it serves, ready or not.
+func startServing(t *testing.T, bin string, args, env []string) *daemon {
+	t.Helper()
 	d := &daemon{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	if env != nil {
 		d.cmd.Env = append(os.Environ(), env...)
@@ -360,14 +376,6 @@ func startDaemonEnv(t *testing.T, bin string, args, env []string) *daemon {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("airlockd did not serve within 60s\n%s", d.logs())
 	}
-	waitFor(t, 30*time.Second, "airlockd /readyz", func() bool {
-		resp, err := http.Get(d.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
 	return d
 }
 

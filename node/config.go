@@ -55,6 +55,9 @@ type Config struct {
 	Namespaces   bool   // also offer the namespaces backend
 	MicroVM      bool   // also offer the microVM backend
 	NoSnapshots  bool   // never restore from base snapshots
+	// BuildImages builds, in the background once the node serves, each
+	// shipped image not built for the node's agent (see imagebuild.go).
+	BuildImages bool
 	// SnapshotDir keeps the base snapshots (default: <state-dir>/snapshots).
 	SnapshotDir string
 	// Pool sizes the warm pool (Disabled: no pool).

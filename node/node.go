@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/fleet"
+	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/service/abuse"
 	"github.com/airlockhq/airlock/service/egress"
 	"github.com/airlockhq/airlock/service/image"
@@ -68,6 +69,10 @@ type Node struct {
 	// the services see them: the node's proxy, or what WithEgress gave.
 	egress    airlock.Egress
 	egressLog airlock.EgressStore
+	// secrets are the host's own values no image or sandbox may hold.
+	secrets *secretscan.Known
+	// buildsDue are the images Run builds in the background.
+	buildsDue []string
 	// etcd is the fleet's etcd client, nil without a fleet; /readyz asks
 	// it for the status of a member.
 	etcd *clientv3.Client
@@ -168,6 +173,9 @@ func (n *Node) openState(ctx context.Context) error {
 	if n.Images = n.parts.images; n.Images == nil {
 		n.Images, err = image.NewStore(image.StoreConfig{StateDir: c.StateDir, AgentPath: c.AgentPath})
 	}
+	if err == nil {
+		n.buildsDue = n.missingImages(ctx)
+	}
 	return err
 }
 
@@ -209,6 +217,12 @@ func (n *Node) Run(ctx context.Context) error {
 	defer n.Close()
 	n.srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	n.logger.Info("airlockd serving", "addr", n.ln.Addr().String(), "state_dir", n.cfg.StateDir)
+	if missing := n.buildsDue; len(missing) > 0 {
+		bctx, stop := context.WithCancel(ctx)
+		built := make(chan struct{})
+		go func() { defer close(built); n.buildMissingImages(bctx, missing) }()
+		defer func() { stop(); <-built }() // before Close: a build stops with its context
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	select {

@@ -63,7 +63,9 @@ func checkRunsc(context.Context) error {
 
 func (n *Node) checkImages(ctx context.Context) error {
 	for _, name := range []string{"base", "python-ds"} {
-		if _, err := n.Images.Resolve(ctx, name); err != nil {
+		if _, err := n.Images.Resolve(ctx, name); errors.Is(err, airlock.ErrImageBuilding) {
+			return unready("image "+name+" is being built (see airlockd's log)", err)
+		} else if err != nil {
 			return unready("image "+name+" is not built", err)
 		}
 	}

@@ -35,6 +35,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	}
 	secrets := hostSecrets(c.StateDir, c.API.MetricsKey)
 	c.Blobs.addSecrets(secrets)
+	n.secrets = secrets
 	if n.Abuse, err = startAbuse(c.Abuse, n.Store, n.Registry, n.logger); err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up what airlockd needs (see setup.sh: nothing that only the tests
 # use) and starts it on its embedded defaults: SQLite, local directories,
-# gVisor. Must run as root.
+# gVisor. Must run as root. Only the base image is built before the
+# start: airlockd builds python-ds in the background while it serves
+# (--build-images), and runs Python that needs nothing of python-ds on
+# base until then.
 #
 #   scripts/run.sh [--microvm] [AIRLOCKD-FLAGS...]
 #
@@ -13,7 +16,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
 	export PATH="/usr/local/go/bin:$PATH"
 fi
-setup=()
+setup=(--images=base)
 args=()
 for arg in "$@"; do
 	case "$arg" in

@@ -5,7 +5,7 @@
 # already there. Must run as root (runsc, cgroups, mounts and debootstrap
 # need it).
 #
-#   scripts/setup.sh [--microvm] [--tests]
+#   scripts/setup.sh [--microvm] [--tests] [--images=NAMES]
 #
 #   --microvm  also the microVM tier: QEMU, the guest kernel (Debian's
 #              linux-image-amd64, unpacked into the state directory) and
@@ -15,6 +15,10 @@
 #              Chromium, podman and runc, python3, a Node with npm (checked), and versitygw,
 #              the S3 server of the object-storage tests (also
 #              AIRLOCK_SETUP_TESTS=1; scripts/test.sh passes both flags)
+#   --images=NAMES  the images to build now, comma-separated (default
+#              all: base,python-ds); scripts/run.sh builds base and
+#              leaves python-ds to airlockd, which builds it in the
+#              background while it serves (airlockd --build-images)
 #
 # AIRLOCK_STATE_DIR (default /var/lib/airlock) is where images and the
 # guest kernel go; AIRLOCK_PREFIX (default /usr/local) is where runsc
@@ -39,9 +43,10 @@ VERSITYGW_STAMP="$PREFIX/lib/airlock/versitygw.version"
 # The oldest Go that builds Airlock (go.mod's go line).
 GO_MIN="1.26"
 
-usage() { sed -n '8,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '8,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 microvm=0
 tests=0
+images=all
 # The same booleans as airlockd's: 1/true/yes/on (any case) or 0/false/no/off.
 is_true() {
 	case "$(printf %s "$2" | tr '[:upper:]' '[:lower:]')" in
@@ -56,6 +61,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--microvm) microvm=1 ;;
 	--tests) tests=1 ;;
+	--images=*) images="${arg#--images=}"; images="${images//,/ }" ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "setup: unknown argument $arg" >&2; usage >&2; exit 2 ;;
 	esac
@@ -151,42 +157,73 @@ step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $R
 # third smaller, and the link is faster).
 RUNSC_BUILD="${RUNSC_VERSION} seccomp-precompiled-2"
 RUNSC_FLAGS=(-trimpath -buildvcs=false)
-if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
-	echo "present: $RUNSC_BIN"
-else
-	mkdir -p "$(dirname "$RUNSC_BIN")" "$(dirname "$RUNSC_STAMP")"
-	build_runsc() {
-		local mod src
-		mod="$(cd / && go mod download -json "gvisor.dev/gvisor@${RUNSC_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-		[ -d "$mod" ] || return 1
-		src="$(mktemp -d /tmp/airlock-runsc-XXXXXX)"
-		local ok=0
-		local t=$SECONDS
-		cp -r "$mod/." "$src" && chmod -R u+w "$src" &&
-			cp "$REPO/scripts/runsc-seccomp/gen.go" "$src/airlock_seccomp_gen.go" &&
-			cp "$REPO/scripts/runsc-seccomp/bootsubset.go.in" "$src/runsc/boot/filter/config/airlock_subset.go" &&
-			echo "generating the seccomp programs of the options airlockd uses..." &&
-			(cd "$src" && CGO_ENABLED=0 go run "${RUNSC_FLAGS[@]}" airlock_seccomp_gen.go) &&
-			echo "building runsc ($((SECONDS - t)) s so far)..." &&
-			(cd "$src" && CGO_ENABLED=0 go build "${RUNSC_FLAGS[@]}" -ldflags='-s -w' -o "$RUNSC_BIN.new" ./runsc) &&
-			mv "$RUNSC_BIN.new" "$RUNSC_BIN" && ok=1
-		rm -rf "$src" "$RUNSC_BIN.new"
-		[ "$ok" = 1 ] && echo "built in $((SECONDS - t)) s"
-		[ "$ok" = 1 ]
-	}
-	if build_runsc; then
-		echo "$RUNSC_BUILD" >"$RUNSC_STAMP"
-		echo "installed $RUNSC_BIN"
-	elif (cd / && CGO_ENABLED=0 GOBIN="$(dirname "$RUNSC_BIN")" go install "${RUNSC_FLAGS[@]}" -ldflags='-s -w' "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"); then
-		echo "WARNING: the precompiled build failed; installed runsc without precompiled filters (slower starts)" >&2
-		echo "$RUNSC_VERSION" >"$RUNSC_STAMP"
+# runsc builds in the background (its log is shown when it is done)
+# while the binaries and the images are made: the compile overlaps
+# debootstrap's downloads.
+runsc_log="$(mktemp /tmp/airlock-runsc-build-XXXXXX.log)"
+runsc_step() {
+	if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
+		echo "present: $RUNSC_BIN"
 	else
-		echo "WARNING: building runsc failed; falling back to Debian's runsc package," >&2
-		echo "WARNING: which is older and may lack the systrap platform." >&2
-		apt_install runsc
-		echo "debian-package" >"$RUNSC_STAMP"
+		mkdir -p "$(dirname "$RUNSC_BIN")" "$(dirname "$RUNSC_STAMP")"
+		build_runsc() {
+			local mod src
+			mod="$(cd / && go mod download -json "gvisor.dev/gvisor@${RUNSC_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+			[ -d "$mod" ] || return 1
+			src="$(mktemp -d /tmp/airlock-runsc-XXXXXX)"
+			local ok=0
+			local t=$SECONDS
+			cp -r "$mod/." "$src" && chmod -R u+w "$src" &&
+				cp "$REPO/scripts/runsc-seccomp/gen.go" "$src/airlock_seccomp_gen.go" &&
+				cp "$REPO/scripts/runsc-seccomp/bootsubset.go.in" "$src/runsc/boot/filter/config/airlock_subset.go" &&
+				echo "generating the seccomp programs of the options airlockd uses..." &&
+				(cd "$src" && CGO_ENABLED=0 go run "${RUNSC_FLAGS[@]}" airlock_seccomp_gen.go) &&
+				echo "building runsc ($((SECONDS - t)) s so far)..." &&
+				(cd "$src" && CGO_ENABLED=0 go build "${RUNSC_FLAGS[@]}" -ldflags='-s -w' -o "$RUNSC_BIN.new" ./runsc) &&
+				mv "$RUNSC_BIN.new" "$RUNSC_BIN" && ok=1
+			rm -rf "$src" "$RUNSC_BIN.new"
+			[ "$ok" = 1 ] && echo "built in $((SECONDS - t)) s"
+			[ "$ok" = 1 ]
+		}
+		if build_runsc; then
+			echo "$RUNSC_BUILD" >"$RUNSC_STAMP"
+			echo "installed $RUNSC_BIN"
+		elif (cd / && CGO_ENABLED=0 GOBIN="$(dirname "$RUNSC_BIN")" go install "${RUNSC_FLAGS[@]}" -ldflags='-s -w' "gvisor.dev/gvisor/runsc@${RUNSC_VERSION}"); then
+			echo "WARNING: the precompiled build failed; installed runsc without precompiled filters (slower starts)" >&2
+			echo "$RUNSC_VERSION" >"$RUNSC_STAMP"
+		else
+			echo "WARNING: building runsc failed; falling back to Debian's runsc package," >&2
+			echo "WARNING: which is older and may lack the systrap platform." >&2
+			apt_install runsc
+			echo "debian-package" >"$RUNSC_STAMP"
+		fi
 	fi
+}
+runsc_step >"$runsc_log" 2>&1 &
+runsc_pid=$!
+trap '[ -z "${runsc_pid:-}" ] || kill "$runsc_pid" 2>/dev/null || true' EXIT
+if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
+	wait "$runsc_pid"
+	cat "$runsc_log"
+	rm -f "$runsc_log"
+	runsc_pid=""
+else
+	echo "building in the background (about 5-8 minutes on two cores; log: $runsc_log)"
 fi
+# runsc_wait waits for the background build and shows its log.
+runsc_wait() {
+	[ -n "$runsc_pid" ] || return 0
+	step "runsc: waiting for its build to end (log: $runsc_log)"
+	local rc=0
+	wait "$runsc_pid" || rc=$?
+	runsc_pid=""
+	cat "$runsc_log"
+	rm -f "$runsc_log"
+	if [ "$rc" != 0 ]; then
+		echo "setup: installing runsc failed (exit $rc)" >&2
+		exit 1
+	fi
+}
 case ":$PATH:" in
 *":$(dirname "$RUNSC_BIN"):"*) ;;
 *) echo "note: $(dirname "$RUNSC_BIN") is not on PATH; airlockd looks runsc up there (scripts/run.sh adds it)" ;;
@@ -229,18 +266,24 @@ cd "$REPO"
 mkdir -p bin
 # The agent and the CLI are static (the agent must be). airlockd links the
 # guard's Python grammar (tree-sitter, C) and so is built with cgo.
-CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlock ./cmd/airlock-agent
+# The images are keyed by the agent's hash: the agent is built without
+# the VCS stamp, so a commit that leaves the agent's code alone (or an
+# edit elsewhere in the tree) does not make a new agent and new images.
+CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlock
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/ ./cmd/airlock-agent
 CGO_ENABLED=1 go build -trimpath -o bin/ ./cmd/airlockd
 echo "built in $REPO/bin"
 
-step "images (base, python-ds) in $STATE_DIR/images; the first build takes several minutes"
+step "images ($images) in $STATE_DIR/images; the first build takes minutes"
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
 guest=()
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
 [ "$microvm" = 1 ] && guest=(--guest)
-bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" all
+# shellcheck disable=SC2086 # a list of names
+bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" $images
 bin/airlock node image ls --state-dir "$STATE_DIR"
+runsc_wait
 
 if [ "$tests" = 1 ]; then
 	step "PostgreSQL server binaries (the PostgreSQL store's tests; tests only)"

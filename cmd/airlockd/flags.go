@@ -41,6 +41,7 @@ type flags struct {
 // defaults.
 func newFlags() *flags {
 	f := &flags{cfg: node.Defaults(), logLevel: "info", logFormat: "text"}
+	f.cfg.BuildImages = true // airlockd builds what is missing; a node made by a test does not
 	f.cfg.Store.URL = "sqlite"
 	f.abuseOn = !f.cfg.Abuse.Off
 	f.egressOn = !f.cfg.Egress.Disabled
@@ -242,6 +243,8 @@ func (f *flags) registerState() {
 func (f *flags) registerBackends() {
 	c, r := &f.cfg, &f.opts
 	r.str(&c.AgentPath, "agent", groupBackends, "airlock-agent binary the images must carry (default: next to airlockd, if present)")
+	r.boolean(&c.BuildImages, "build-images", groupBackends, "once serving, build in the background each shipped image (base, python-ds) not built for the agent; "+
+		"until python-ds is built, Python runs that name no image and import nothing of it run on base, and what needs it answers 503 image-building")
 	r.boolean(&c.Namespaces, "namespaces", groupBackends, "also offer the namespaces backend (isolation \"container\", first-party tenants only)")
 	r.boolean(&c.MicroVM, "microvm", groupBackends, "also offer the microVM backend (isolation \"vm\": QEMU microvm guests, KVM when it works, else TCG)")
 	r.str(&c.CgroupParent, "cgroup-parent", groupBackends, "host cgroup that holds every sandbox's cgroup (the reconciler owns all of it)")

@@ -57,6 +57,7 @@ var entries = []Entry{
 	{Slug: "idempotency-key-busy", Status: 503, Title: "Idempotency key busy", Summary: "The request that holds Idempotency-Key … has not finished; retry later."},
 	{Slug: "idempotency-key-reused", Status: 422, Title: "Idempotency key reused", Summary: "Idempotency-Key … was used within the last … for a different request body."},
 	{Slug: "illegal-transition", Status: 409, Title: "Illegal transition", Summary: "The session cannot move from its current state to the one asked; read its state and retry."},
+	{Slug: "image-building", Status: 503, Title: "Image building", Summary: "The image is being built on this node (its first build takes several minutes); retry after Retry-After. One-shot Python that names no image and imports nothing of python-ds runs on base meanwhile."},
 	{Slug: "internal", Status: 500, Title: "Internal", Summary: "The service failed; details are in its log, never in the answer. Report the instance (request ID)."},
 	{Slug: "invalid", Status: 400, Title: "Invalid", Summary: "The request is invalid; detail says how."},
 	{Slug: "invalid-agent-id", Status: 400, Title: "Invalid agent id", Summary: "X-Agent-Id must be sent once; X-Agent-Id is … bytes; the limit is …."},

@@ -44,6 +44,7 @@ type Store struct {
 	mu       sync.Mutex
 	agentKey string // path, size, mtime of the hashed agent
 	agentSum string
+	building map[string]time.Time // images being built on this node, since
 
 	// The last scan, reused while the images directory is unchanged (an
 	// image appears or goes by a rename or removal in it, which changes
@@ -179,6 +180,9 @@ func (s *Store) Resolve(ctx context.Context, name string) (*airlock.Image, error
 		if want == "" || b.m.Hash == want {
 			return b.m.image(b.dir), nil
 		}
+	}
+	if err := s.buildingErr(name); err != nil {
+		return nil, err
 	}
 	if _, err := SpecByName(name); err != nil && !found {
 		return nil, err

@@ -25,6 +25,12 @@ type Config struct {
 	// DefaultImages maps a language to the image used when the request
 	// names none.
 	DefaultImages map[airlock.Language]string
+	// StandIns maps a default image to one that serves a Python run which
+	// names no image while the default is being built on this node
+	// (airlock.ErrImageBuilding), when the run's code imports nothing only
+	// the default has: base's Python is python-ds's without the
+	// data-science packages. A run that needs them gets the 503.
+	StandIns map[string]string
 	// Artifact caps.
 	MaxArtifacts      int
 	MaxArtifactBytes  int64 // one file
@@ -55,6 +61,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultImages == nil {
 		c.DefaultImages = DefaultImages()
+	}
+	if c.StandIns == nil {
+		c.StandIns = map[string]string{"python-ds": "base"}
 	}
 	if c.MaxArtifacts <= 0 {
 		c.MaxArtifacts = 64

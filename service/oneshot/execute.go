@@ -27,7 +27,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if imageName == "" {
 		imageName = m.cfg.DefaultImages[req.Language]
 	}
-	img, err := m.cfg.Images.Resolve(ctx, imageName)
+	img, building, err := m.resolve(ctx, req, imageName)
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +43,9 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	})
 	if err != nil {
 		return nil, err
+	}
+	if building != nil && needsHeavyPython(m.cfg.Runner.Imports(ctx, rec)) {
+		return nil, building // the stand-in lacks what the code imports
 	}
 	tracing.Place(ctx, tracing.LocalNode) // one node: this one; a fleet places before it forwards
 	ticket, err := m.cfg.Provisioner.Admit(ctx, provision.Claim{
@@ -122,4 +125,21 @@ func (m *Manager) allowList(t *airlock.Tenant, req airlock.ExecuteRequest) ([]st
 			"allow_network: tenant %s has no default allow list; the operator sets one (airlockd --network-allow %s=host,...)", t.Name, t.Name)
 	}
 	return allow, nil
+}
+
+// resolve finds the image of a run. A Python run that names no image,
+// while its default is being built on this node, is served by the
+// default's stand-in (Config.StandIns): building is then the default's
+// error, for the caller to answer if the code needs the default itself.
+func (m *Manager) resolve(ctx context.Context, req airlock.ExecuteRequest, name string) (img *airlock.Image, building, err error) {
+	img, err = m.cfg.Images.Resolve(ctx, name)
+	stand := m.cfg.StandIns[name]
+	if err == nil || req.Image != "" || req.Language != airlock.Python || stand == "" || !errors.Is(err, airlock.ErrImageBuilding) {
+		return img, nil, err
+	}
+	alt, aerr := m.cfg.Images.Resolve(ctx, stand)
+	if aerr != nil {
+		return nil, nil, err
+	}
+	return alt, err, nil
 }

@@ -105,17 +105,31 @@ func (p *Provisioner) Start(ctx context.Context) error {
 // any request asks: its base snapshot is built (where its recipe
 // restores) and pool members are kept ready from Start on, for the
 // recipe and each of its flavours. language "" readies the agent alone
-// (sessions). Only the default backend's sandboxes are kept warm.
+// (sessions). Only the default backend's sandboxes are kept warm. After
+// Start, a pair registered late (an image built while the node serves)
+// is readied at once.
 func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits airlock.Limits) {
 	flavours := []string{""}
 	for f := range p.cfg.Recipes[img.Name][language].Flavours {
 		flavours = append(flavours, f)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var late []warmKey
 	for _, f := range flavours {
 		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits); ok {
 			p.warm = append(p.warm, k)
+			if p.started {
+				late = append(late, k)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, k := range late {
+		if p.snaps != nil && k.restores() {
+			p.snaps.get(k)
+		}
+		if !p.cfg.Pool.Disabled {
+			p.pool.register(k)
 		}
 	}
 }
