@@ -181,3 +181,29 @@ func TestQueueBound(t *testing.T) {
 		t.Errorf("the queued request: %v", err)
 	}
 }
+
+// An image registered after Start (one airlockd built while it served)
+// gets pool members too, without a restart.
+func TestWarmAfterStart(t *testing.T) {
+	b := &slowBackend{boot: 10 * time.Millisecond}
+	p, err := provision.New(provision.Config{
+		Backends: []airlock.Backend{b},
+		Pool:     provision.PoolConfig{Min: 1, Max: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	if n, _ := p.PoolStats(); n != 0 {
+		t.Fatalf("%d pool members with nothing registered", n)
+	}
+	p.Warm(&airlock.Image{Name: "late", Hash: "h"}, "", airlock.DefaultLimits)
+	testreq.Eventually(t, 10*time.Second, "a pool member of the image registered after Start", func() bool {
+		n, _ := p.PoolStats()
+		return n >= 1
+	})
+}
