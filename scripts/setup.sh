@@ -201,7 +201,13 @@ runsc_step() {
 }
 runsc_step >"$runsc_log" 2>&1 &
 runsc_pid=$!
-trap '[ -z "${runsc_pid:-}" ] || kill "$runsc_pid" 2>/dev/null || true' EXIT
+# A setup that stops early takes the build (go and its compilers) with it.
+kill_tree() {
+	local p
+	for p in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$p"; done
+	kill "$1" 2>/dev/null || true
+}
+trap '[ -z "${runsc_pid:-}" ] || kill_tree "$runsc_pid"' EXIT
 if [ -x "$RUNSC_BIN" ] && [ -f "$RUNSC_STAMP" ] && [ "$(cat "$RUNSC_STAMP")" = "$RUNSC_BUILD" ]; then
 	wait "$runsc_pid"
 	cat "$runsc_log"
