@@ -122,7 +122,7 @@ const sessionColumns = `id, tenant_id, image, size, state, limits, network, usag
 	request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
 	backend, start_source, sandbox_id, lifecycle`
 
-// lifecycleText is the stored form of a lifecycle: ” for the default
+// lifecycleText is the stored form of a lifecycle: empty for the default
 // (end at the timeout, no auto-resume), else its JSON.
 func lifecycleText(l airlock.SessionLifecycle) string {
 	if !l.Pauses() && !l.Resumes() {

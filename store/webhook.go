@@ -22,7 +22,7 @@ func deliveryNotFound(id string) error {
 }
 
 // eventsText is the stored form of a webhook's event types: ",a,b," or
-// ” for every type.
+// empty for every type.
 func eventsText(types []string) string {
 	if len(types) == 0 {
 		return ""
