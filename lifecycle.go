@@ -13,8 +13,8 @@ const (
 // a session: on_timeout says what its timeout and idle timeout do,
 // auto_resume whether any request to it while paused resumes it.
 type SessionLifecycle struct {
-	OnTimeout  string `json:"on_timeout"`
-	AutoResume bool   `json:"auto_resume"`
+	OnTimeout  string `json:"on_timeout,omitempty"`
+	AutoResume bool   `json:"auto_resume,omitempty"`
 }
 
 // Pauses reports whether a session with lifecycle l is paused, not ended,

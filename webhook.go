@@ -43,7 +43,7 @@ func (w *Webhook) Takes(t string) bool {
 // CreateWebhookRequest is the body of POST /v1/webhooks.
 type CreateWebhookRequest struct {
 	URL    string   `json:"url"`
-	Events []string `json:"events"`
+	Events []string `json:"events,omitempty"`
 }
 
 // MaxWebhookURLBytes bounds a webhook's URL.

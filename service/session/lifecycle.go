@@ -42,7 +42,7 @@ func (m *Manager) lifecycleFor(req airlock.CreateSessionRequest, net airlock.Net
 		return lc, err
 	}
 	if lc.Pauses() && (net.HasNetwork() || len(req.BrokerScopes) > 0) {
-		return lc, airlock.Problem(airlock.EINVALID, "pause-unsupported",
+		return lc, airlock.Problem(airlock.EINVALID, "invalid-lifecycle",
 			"lifecycle.on_timeout pause needs a session without network or broker scopes: a sandbox with a network cannot be saved and restored")
 	}
 	return lc, nil
