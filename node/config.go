@@ -142,8 +142,8 @@ func Defaults() Config {
 		},
 		Keep:     KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour, PausedQuotaMiB: 20480, Generate: true},
 		Webhooks: WebhookConfig{MaxPerTenant: 10, Horizon: 24 * time.Hour},
-		Store: StoreConfig{URL: "sqlite"},
-		Fleet: FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
+		Store:    StoreConfig{URL: "sqlite"},
+		Fleet:    FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
 	}
 }
 

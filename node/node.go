@@ -27,8 +27,8 @@ import (
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
-	"github.com/airlockhq/airlock/service/webhook"
 	"github.com/airlockhq/airlock/service/watch"
+	"github.com/airlockhq/airlock/service/webhook"
 )
 
 // ErrNotRoot is returned by New when the process is not root.
@@ -56,7 +56,7 @@ type Node struct {
 	OneShot     *oneshot.Manager
 	Sessions    *session.Manager
 	Webhooks    *webhook.Service // nil without a master key
-	Fleet       *fleet.Fleet // nil without Fleet.Etcd
+	Fleet       *fleet.Fleet     // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen
 	// Handler is what the API listener serves.
