@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +259,51 @@ func TestTimeoutPauseWithoutAutoResume(t *testing.T) {
 		Lifecycle: &airlock.SessionLifecycle{OnTimeout: "hibernate"}})
 	wantProblem(t, "unknown on_timeout", err, http.StatusBadRequest, "invalid-lifecycle")
 	s.checkClean()
+}
+
+// TestAutoResumeBenchmark measures, for BENCHMARKS.md, the time from an
+// exec sent to a paused session with auto_resume until its answer,
+// beside the same exec on the live session: each round pauses the
+// session (a Python context holding pandas), then times both. A
+// measurement, not a check: run it with AIRLOCK_KEEP_BENCH=1.
+func TestAutoResumeBenchmark(t *testing.T) {
+	if os.Getenv("AIRLOCK_KEEP_BENCH") != "1" {
+		t.Skip("a measurement: set AIRLOCK_KEEP_BENCH=1 to run it")
+	}
+	s := newStack(t, nil)
+	ctx := ctxFor(t, 20*time.Minute)
+	c := s.a.c
+	sess := s.create(s.a, airlock.CreateSessionRequest{TimeoutS: 3600,
+		Lifecycle: &airlock.SessionLifecycle{OnTimeout: airlock.OnTimeoutPause, AutoResume: true}})
+	py, err := c.CreateContext(ctx, sess.ID, airlock.ContextPython)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: "import pandas\nx = 1"}); err != nil {
+		t.Fatal(err)
+	}
+	var resumed, live []time.Duration
+	req := airlock.SessionExecRequest{Shell: "cat /etc/hostname"}
+	for range 7 {
+		if _, err := c.PauseSession(ctx, sess.ID); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := c.Exec(ctx, sess.ID, req); err != nil {
+			t.Fatal(err)
+		}
+		resumed = append(resumed, time.Since(start))
+		start = time.Now()
+		if _, err := c.Exec(ctx, sess.ID, req); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, time.Since(start))
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"exec on the paused session (auto-resume)", resumed}, {"exec on the live session", live}} {
+		slices.Sort(m.d)
+		t.Logf("%s: median %s, max %s, all %v", m.name, m.d[len(m.d)/2].Round(time.Millisecond), m.d[len(m.d)-1].Round(time.Millisecond), m.d)
+	}
 }

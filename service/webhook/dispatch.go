@@ -57,16 +57,28 @@ func (s *Service) Dispatch(ctx context.Context) int {
 		s.cfg.Logger.Error("claim webhook deliveries", "err", err)
 		return 0
 	}
+	// One webhook's deliveries go one after the other, in the order
+	// they were queued; different webhooks' at once.
+	var order []string
+	byHook := map[string][]*airlock.WebhookDelivery{}
+	for _, d := range ds {
+		if byHook[d.WebhookID] == nil {
+			order = append(order, d.WebhookID)
+		}
+		byHook[d.WebhookID] = append(byHook[d.WebhookID], d)
+	}
 	sem := make(chan struct{}, s.cfg.Workers)
 	done := make(chan struct{})
-	for _, d := range ds {
+	for _, h := range order {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; done <- struct{}{} }()
-			s.try(ctx, d)
+			for _, d := range byHook[h] {
+				s.try(ctx, d)
+			}
 		}()
 	}
-	for range ds {
+	for range order {
 		<-done
 	}
 	return len(ds)
