@@ -34,9 +34,9 @@ type createRequest struct {
 	AutoPause           *bool             `json:"autoPause"`
 	// AutoResume is a bool, or an object with "enabled" (bool) or
 	// "policy" ("off" or another) (lifecycle.autoResume of the SDKs).
-	AutoResume json.RawMessage `json:"autoResume"`
-	MCP                 json.RawMessage   `json:"mcp"`
-	VolumeMounts        json.RawMessage   `json:"volumeMounts"`
+	AutoResume   json.RawMessage `json:"autoResume"`
+	MCP          json.RawMessage `json:"mcp"`
+	VolumeMounts json.RawMessage `json:"volumeMounts"`
 }
 
 // sandboxJSON is E2B's Sandbox: the answer of create and connect.
