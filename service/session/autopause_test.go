@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/node"
+	"github.com/airlockhq/airlock/service/session"
 	"github.com/airlockhq/airlock/service/webhook"
 )
 
@@ -318,4 +319,23 @@ func TestAutoResumeBenchmark(t *testing.T) {
 		slices.Sort(m.d)
 		t.Logf("%s: median %s, max %s, all %v", m.name, m.d[len(m.d)/2].Round(time.Millisecond), m.d[len(m.d)-1].Round(time.Millisecond), m.d)
 	}
+}
+
+// A pause that takes the tenant's paused sessions over the node's
+// paused storage quota ends the session, with the reason on record.
+func TestPausedQuota(t *testing.T) {
+	s := newStack(t, func(c *session.Config) { c.Keep.PausedQuotaBytes = 1 << 20 })
+	ctx := ctxFor(t, 5*time.Minute)
+	c := s.a.c
+	sess := s.create(s.a, airlock.CreateSessionRequest{})
+	p, err := c.PauseSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != airlock.SessionDestroyed || p.EndReason != session.EndPausedQuota || !strings.Contains(p.EndDetail, "quota") {
+		t.Fatalf("over the paused quota: %+v", p)
+	}
+	_, err = c.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "true"})
+	wantProblem(t, "exec on a session ended by the paused quota", err, http.StatusConflict, "session-ended")
+	s.checkClean()
 }
