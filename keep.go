@@ -108,6 +108,7 @@ type SessionPause struct {
 	Dir       string // the checkpoint, on this node
 	Backend   string
 	PausedAt  time.Time
+	Bytes     int64 // what the saved sandbox holds on disk
 }
 
 // KeepStore keeps snapshot records and the pauses of sessions. Queries

@@ -140,6 +140,9 @@ type CreateSessionRequest struct {
 	// scopes, isolation) is what this request asks for, not what the
 	// snapshot's session had; an empty image means the snapshot's.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Lifecycle says what the timeout and idle timeout do (end, the
+	// default, or pause) and whether a request resumes a paused session.
+	Lifecycle *SessionLifecycle `json:"lifecycle,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.
@@ -174,6 +177,9 @@ func (r *CreateSessionRequest) Validate(tenant *Tenant) error {
 	}
 	if r.IdleTimeoutS < 0 {
 		return Problem(EINVALID, "timeout-out-of-range", "idle_timeout_s must not be negative")
+	}
+	if err := r.Lifecycle.Validate(); err != nil {
+		return err
 	}
 	if r.Isolation != "" && !r.Isolation.Valid() {
 		return Problem(EINVALID, ProblemUnknownIsolation, "unknown isolation %q (one of %s)", r.Isolation, isolationNames())
@@ -262,6 +268,9 @@ type Session struct {
 	EndDetail    string     `json:"end_detail,omitempty"`
 	// PausedAt is when a paused session was paused.
 	PausedAt *time.Time `json:"paused_at,omitempty"`
+	// Lifecycle is what its timeouts do and whether requests resume it
+	// (on_timeout "end" and no auto_resume when the request said none).
+	Lifecycle SessionLifecycle `json:"lifecycle"`
 	// Running lists the programs running now (live sessions only).
 	Running []RunningExec `json:"running,omitempty"`
 }

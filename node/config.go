@@ -75,6 +75,7 @@ type Config struct {
 	Quotas   QuotaConfig
 	Abuse    AbuseConfig
 	Keep     KeepConfig
+	Webhooks WebhookConfig
 	Blobs    BlobConfig
 	Trace    TraceConfig
 	Store    StoreConfig
@@ -142,9 +143,10 @@ func Defaults() Config {
 			DNSWin:      30 * time.Second,
 			DNSFlagged:  10,
 		},
-		Keep:  KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour, Generate: true},
-		Store: StoreConfig{URL: "sqlite"},
-		Fleet: FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
+		Keep:     KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour, PausedQuotaMiB: 20480, Generate: true},
+		Webhooks: WebhookConfig{MaxPerTenant: 10, Horizon: 24 * time.Hour},
+		Store:    StoreConfig{URL: "sqlite"},
+		Fleet:    FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
 	}
 }
 

@@ -61,8 +61,12 @@ func (n *Node) listen(ctx context.Context) error {
 		Audit:        n.Store,
 		QuotaNames:   quotaNames(),
 		Keep:         n.Sessions,
+		Feed:         n.Store,
 		SigningKey:   signingKey,
 		Logger:       n.logger,
+	}
+	if n.Webhooks != nil {
+		restCfg.Webhooks = n.Webhooks
 	}
 	if n.parts.rest != nil {
 		n.parts.rest(&restCfg)

@@ -28,6 +28,9 @@ type KeepConfig struct {
 	OldMasterKeyFiles []string
 	SnapshotQuotaMiB  int64
 	MaxPausedAge      time.Duration
+	// PausedQuotaMiB is what one tenant's paused sessions may hold on
+	// disk (0: no quota).
+	PausedQuotaMiB int64
 	// MasterKey, when set, is the master key itself (MasterKeyFile and
 	// the environment are not read; OldMasterKeyFiles are).
 	MasterKey *seal.MasterKey
@@ -101,6 +104,7 @@ func (o KeepConfig) config(ctx context.Context, stateDir string, single bool, st
 		PauseDir:           filepath.Join(stateDir, "paused"),
 		SnapshotQuotaBytes: o.SnapshotQuotaMiB << 20,
 		MaxPausedAge:       o.MaxPausedAge,
+		PausedQuotaBytes:   max(o.PausedQuotaMiB, 0) << 20,
 	}, nil
 }
 

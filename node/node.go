@@ -29,6 +29,7 @@ import (
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
 	"github.com/airlockhq/airlock/service/watch"
+	"github.com/airlockhq/airlock/service/webhook"
 )
 
 // ErrNotRoot is returned by New when the process is not root.
@@ -55,7 +56,8 @@ type Node struct {
 	Runner      *run.Runner
 	OneShot     *oneshot.Manager
 	Sessions    *session.Manager
-	Fleet       *fleet.Fleet // nil without Fleet.Etcd
+	Webhooks    *webhook.Service // nil without a master key
+	Fleet       *fleet.Fleet     // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen
 	// Handler is what the API listener serves.

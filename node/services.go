@@ -59,7 +59,10 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.parts.session, n.logger)
+	if err := n.startWebhooks(keep); err != nil {
+		return err
+	}
+	n.Sessions, err = newSessions(c.Sessions, keep, n.Store, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.parts.session, n.logger)
 	return err
 }
 

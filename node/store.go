@@ -25,6 +25,8 @@ type Store interface {
 	airlock.E2BStore
 	airlock.QuotaStore
 	airlock.AbuseStore
+	airlock.EventStore
+	airlock.WebhookStore
 	airlock.KeepStore
 	airlock.AuditStore
 	airlock.BrokerGrantStore

@@ -34,11 +34,22 @@ func (db *DB) RecordAbuseEvent(ctx context.Context, ev *airlock.AbuseEvent) erro
 	if err != nil {
 		return airlock.Errorf(airlock.EINVALID, "abuse event evidence: %v", err)
 	}
-	_, err = db.write.ExecContext(ctx, `INSERT INTO abuse_events (
-		id, tenant_id, session_id, execution_id, sandbox_id, detector, summary, evidence, action, time
-	) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		id, ev.TenantID, ev.SessionID, ev.ExecutionID, ev.SandboxID, ev.Detector,
-		db.clip(ev.Summary), db.json(b), ev.Action, nanos(at))
+	err = db.inWriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO abuse_events (
+			id, tenant_id, session_id, execution_id, sandbox_id, detector, summary, evidence, action, time
+		) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			id, ev.TenantID, ev.SessionID, ev.ExecutionID, ev.SandboxID, ev.Detector,
+			db.clip(ev.Summary), db.json(b), ev.Action, nanos(at)); err != nil {
+			return err
+		}
+		// The same decision in the event feed (GET /v1/events?cursor=)
+		// and to webhooks, under the same ID.
+		return db.recordEvent(ctx, tx, &airlock.Event{
+			ID: id, Type: airlock.EventAbuseDetected, TenantID: ev.TenantID, SessionID: ev.SessionID, At: at,
+			Reason: ev.Detector, Detail: ev.Summary,
+			Data: map[string]any{"detector": ev.Detector, "action": ev.Action, "execution_id": ev.ExecutionID},
+		}, now)
+	})
 	switch {
 	case db.isForeignKey(err):
 		return tenantNotFound(ev.TenantID)

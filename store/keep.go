@@ -221,9 +221,10 @@ func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error)
 func (db *DB) PutPause(ctx context.Context, p *airlock.SessionPause) error {
 	ctx, done := db.bound(ctx)
 	defer done()
-	_, err := db.write.ExecContext(ctx, `INSERT INTO session_pauses (session_id, tenant_id, dir, backend, paused_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id) DO UPDATE SET dir = excluded.dir, backend = excluded.backend, paused_at = excluded.paused_at`,
-		p.SessionID, p.TenantID, p.Dir, p.Backend, nanos(p.PausedAt))
+	_, err := db.write.ExecContext(ctx, `INSERT INTO session_pauses (session_id, tenant_id, dir, backend, paused_at, bytes)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (session_id) DO UPDATE SET dir = excluded.dir, backend = excluded.backend,
+		paused_at = excluded.paused_at, bytes = excluded.bytes`,
+		p.SessionID, p.TenantID, p.Dir, p.Backend, nanos(p.PausedAt), p.Bytes)
 	if db.isForeignKey(err) {
 		return tenantNotFound(p.TenantID)
 	}
@@ -233,7 +234,7 @@ func (db *DB) PutPause(ctx context.Context, p *airlock.SessionPause) error {
 func scanPause(row scanner) (*airlock.SessionPause, error) {
 	var p airlock.SessionPause
 	var at int64
-	if err := row.Scan(&p.SessionID, &p.TenantID, &p.Dir, &p.Backend, &at); err != nil {
+	if err := row.Scan(&p.SessionID, &p.TenantID, &p.Dir, &p.Backend, &at, &p.Bytes); err != nil {
 		return nil, err
 	}
 	p.PausedAt = fromNanos(at)
@@ -244,7 +245,7 @@ func scanPause(row scanner) (*airlock.SessionPause, error) {
 func (db *DB) Pause(ctx context.Context, tenantID, sessionID string) (*airlock.SessionPause, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
-	p, err := scanPause(db.read.QueryRowContext(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at
+	p, err := scanPause(db.read.QueryRowContext(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at, bytes
 		FROM session_pauses WHERE session_id = $1 AND tenant_id = $2`, sessionID, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, airlock.Errorf(airlock.ENOTFOUND, "session %s is not paused", sessionID)
@@ -264,7 +265,7 @@ func (db *DB) DeletePause(ctx context.Context, sessionID string) error {
 func (db *DB) Pauses(ctx context.Context) ([]*airlock.SessionPause, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
-	rows, err := db.read.QueryContext(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at FROM session_pauses ORDER BY paused_at, session_id`)
+	rows, err := db.read.QueryContext(ctx, `SELECT session_id, tenant_id, dir, backend, paused_at, bytes FROM session_pauses ORDER BY paused_at, session_id`)
 	if err != nil {
 		return nil, db.wrap(ctx, "pauses", err)
 	}

@@ -46,11 +46,11 @@ func (db *DB) CreateSession(ctx context.Context, s *airlock.Session) error {
 	_, err = db.write.ExecContext(ctx, `INSERT INTO sessions (
 		id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 		request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-		backend, start_source, sandbox_id, node_id
-	) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, '', '', $14, $15, $16, $17, $18)`,
+		backend, start_source, sandbox_id, node_id, lifecycle
+	) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, '', '', $14, $15, $16, $17, $18, $19)`,
 		id, s.TenantID, s.Image, string(s.Size), string(airlock.SessionCreating), limits, network,
 		usage, db.text(s.IdempotencyKey), s.RequestHash, nanos(created), nanos(stamp(s.ExpiresAt, now)),
-		nanos(stamp(s.LastActiveAt, now)), db.json(scopes), s.Backend, s.StartSource, s.SandboxID, db.node)
+		nanos(stamp(s.LastActiveAt, now)), db.json(scopes), s.Backend, s.StartSource, s.SandboxID, db.node, lifecycleText(s.Lifecycle))
 	switch {
 	case db.isForeignKey(err):
 		return tenantNotFound(s.TenantID)
@@ -120,18 +120,34 @@ func (db *DB) UpdateSession(ctx context.Context, s *airlock.Session) error {
 
 const sessionColumns = `id, tenant_id, image, size, state, limits, network, usage, idempotency_key,
 	request_hash, created_at, expires_at, last_active_at, ended_at, end_reason, end_detail, broker_scopes,
-	backend, start_source, sandbox_id`
+	backend, start_source, sandbox_id, lifecycle`
+
+// lifecycleText is the stored form of a lifecycle: empty for the default
+// (end at the timeout, no auto-resume), else its JSON.
+func lifecycleText(l airlock.SessionLifecycle) string {
+	if !l.Pauses() && !l.Resumes() {
+		return ""
+	}
+	b, _ := json.Marshal(l)
+	return string(b)
+}
 
 func scanSession(row scanner) (*airlock.Session, error) {
 	var s airlock.Session
-	var limits, network, usage, scopes string
+	var limits, network, usage, scopes, lifecycle string
 	var created, expires, active int64
 	var ended *int64
 	err := row.Scan(&s.ID, &s.TenantID, &s.Image, &s.Size, &s.State, &limits, &network, &usage,
 		&s.IdempotencyKey, &s.RequestHash, &created, &expires, &active, &ended, &s.EndReason, &s.EndDetail, &scopes,
-		&s.Backend, &s.StartSource, &s.SandboxID)
+		&s.Backend, &s.StartSource, &s.SandboxID, &lifecycle)
 	if err != nil {
 		return nil, err
+	}
+	s.Lifecycle.OnTimeout = airlock.OnTimeoutEnd
+	if lifecycle != "" {
+		if err := json.Unmarshal([]byte(lifecycle), &s.Lifecycle); err != nil {
+			return nil, fmt.Errorf("decode session %s lifecycle: %w", s.ID, err)
+		}
 	}
 	if err := errors.Join(json.Unmarshal([]byte(limits), &s.Limits), json.Unmarshal([]byte(network), &s.Network),
 		json.Unmarshal([]byte(usage), &s.Usage), json.Unmarshal([]byte(scopes), &s.BrokerScopes)); err != nil {

@@ -32,8 +32,11 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Network             *networkConfig    `json:"network"`
 	AutoPause           *bool             `json:"autoPause"`
-	MCP                 json.RawMessage   `json:"mcp"`
-	VolumeMounts        json.RawMessage   `json:"volumeMounts"`
+	// AutoResume is a bool, or an object with "enabled" (bool) or
+	// "policy" ("off" or another) (lifecycle.autoResume of the SDKs).
+	AutoResume   json.RawMessage `json:"autoResume"`
+	MCP          json.RawMessage `json:"mcp"`
+	VolumeMounts json.RawMessage `json:"volumeMounts"`
 }
 
 // sandboxJSON is E2B's Sandbox: the answer of create and connect.
@@ -197,8 +200,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 		return errorf(400, "mcp is not supported by Airlock")
 	case len(req.VolumeMounts) > 0 && string(req.VolumeMounts) != "null" && string(req.VolumeMounts) != "[]":
 		return errorf(400, "volumeMounts are not supported by Airlock")
-	case req.AutoPause != nil && *req.AutoPause:
-		return errorf(400, "autoPause is not supported by Airlock: a sandbox is killed at its timeout")
+	}
+	var lifecycle *airlock.SessionLifecycle
+	if req.AutoPause != nil && *req.AutoPause {
+		// lifecycle {onTimeout: "pause", autoResume}: paused, not killed,
+		// at its timeout; autoResume resumes it on the next request.
+		lifecycle = &airlock.SessionLifecycle{OnTimeout: airlock.OnTimeoutPause, AutoResume: autoResume(req.AutoResume)}
 	}
 	if err := checkStrings("metadata", req.Metadata, false); err != nil {
 		return err
@@ -226,6 +233,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 		TimeoutS:     timeout,
 		IdleTimeoutS: maxS, // E2B sandboxes live to their timeout, busy or not
 		Network:      &net,
+		Lifecycle:    lifecycle,
 	}, "")
 	if err != nil {
 		return err
@@ -305,7 +313,7 @@ func (s *Server) liveSandbox(ctx context.Context, t *airlock.Tenant, id string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if !sess.State.Live() || sess.State == airlock.SessionCreating {
+	if (!sess.State.Live() && sess.State != airlock.SessionPaused) || sess.State == airlock.SessionCreating {
 		return nil, nil, notFound(id)
 	}
 	rec, err := s.cfg.Store.E2BSandbox(ctx, id)
@@ -334,7 +342,7 @@ func (s *Server) detail(sess *airlock.Session, rec *airlock.E2BSandbox, r *http.
 		CPUCount:            int(math.Ceil(sess.Limits.CPUs)),
 		MemoryMB:            sess.Limits.MemoryBytes >> 20,
 		DiskSizeMB:          sess.Limits.DiskBytes / 1000 / 1000,
-		State:               "running",
+		State:               e2bState(sess.State),
 		EnvdVersion:         EnvdVersion,
 		Metadata:            rec.Metadata,
 		Domain:              s.cfg.Domain,
@@ -426,6 +434,20 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, t *airlock.Tena
 	sess, rec, err := s.liveSandbox(r.Context(), t, id)
 	if err != nil {
 		return err
+	}
+	if sess.State == airlock.SessionPaused {
+		// Connect resumes a paused sandbox, as E2B's does.
+		k, ok := s.cfg.Sessions.(airlock.KeepService)
+		if !ok {
+			return errorf(409, "sandbox is paused and this server cannot resume it")
+		}
+		if sess, err = k.ResumeSession(r.Context(), t, id); err != nil && airlock.ErrorCode(err) != airlock.ECONFLICT {
+			return err
+		} else if err != nil {
+			if sess, _, err = s.liveSandbox(r.Context(), t, id); err != nil {
+				return err
+			}
+		}
 	}
 	if req.Timeout != nil {
 		if err := s.extend(r.Context(), t, sess, *req.Timeout, true); err != nil {
@@ -602,4 +624,32 @@ func sorted(l []string) []string {
 		}
 	}
 	return l
+}
+
+// autoResume reads E2B's autoResume: true, {"enabled": true} or a
+// {"policy": ...} other than "off".
+func autoResume(raw json.RawMessage) bool {
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return b
+	}
+	var o struct {
+		Enabled *bool  `json:"enabled"`
+		Policy  string `json:"policy"`
+	}
+	if json.Unmarshal(raw, &o) != nil {
+		return false
+	}
+	if o.Enabled != nil {
+		return *o.Enabled
+	}
+	return o.Policy != "" && o.Policy != "off"
+}
+
+// e2bState is E2B's state of a session: "paused" or "running".
+func e2bState(st airlock.SessionState) string {
+	if st == airlock.SessionPaused {
+		return "paused"
+	}
+	return "running"
 }

@@ -527,7 +527,8 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminEvents answers GET /v1/admin/events[?tenant=NAME&limit=&before=]:
-// abuse events of every tenant (or one), newest first.
+// abuse events of every tenant (or one), newest first; with ?cursor= the
+// event feed of every tenant (or one), oldest first.
 func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request) {
 	if s.adminDisabled(w, r) {
 		return
@@ -554,6 +555,10 @@ func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.TenantID = t.ID
+	}
+	if q.Has("cursor") { // the event feed of every tenant (or one)
+		s.feed(w, r, f.TenantID)
+		return
 	}
 	page := airlock.AbuseEventPage{Events: []*airlock.AbuseEvent{}}
 	if s.cfg.Events != nil {

@@ -7,11 +7,18 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// listEvents pages through the tenant's abuse events, newest first:
-// GET /v1/events?limit=&before=. Only the tenant's own; a full page
-// carries next_cursor.
+// listEvents serves GET /v1/events. With a cursor parameter (empty for
+// the oldest) it is the event feed: the tenant's session transitions and
+// abuse decisions, oldest first, after the cursor (see feed). Without
+// one it pages through the tenant's abuse events, newest first
+// (?limit=&before=), as before the feed: old clients keep working. Only
+// the tenant's own; a full page carries next_cursor.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	tenant := TenantFrom(r.Context())
+	if r.URL.Query().Has("cursor") {
+		s.feed(w, r, tenant.ID)
+		return
+	}
 	if s.cfg.Events == nil {
 		s.writeJSON(w, r, http.StatusOK, airlock.AbuseEventPage{Events: []*airlock.AbuseEvent{}})
 		return
@@ -42,6 +49,37 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(evs) == limit {
 		page.NextCursor = evs[len(evs)-1].ID
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+// feed answers a page of the event feed of one tenant (tenantID), or of
+// every tenant ("", the operator's view): ?cursor=&limit=, oldest first.
+// next_cursor is the ID of the page's last event (the cursor given when
+// there is none yet): pass it back to read on.
+func (s *Server) feed(w http.ResponseWriter, r *http.Request, tenantID string) {
+	q := r.URL.Query()
+	limit, err := pageLimit(q.Get("limit"), q.Has("limit"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	cursor := q.Get("cursor")
+	if len(cursor) > maxCursorBytes {
+		s.error(w, r, errorf(airlock.EINVALID, "invalid-cursor", "cursor is not a cursor this API returned"))
+		return
+	}
+	page := airlock.EventPage{Events: []*airlock.Event{}, NextCursor: cursor}
+	if s.cfg.Feed != nil {
+		evs, err := s.cfg.Feed.ListEvents(r.Context(), airlock.EventFilter{TenantID: tenantID, After: cursor, Limit: limit})
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if len(evs) > 0 {
+			page.Events = evs
+			page.NextCursor = evs[len(evs)-1].ID
+		}
 	}
 	s.writeJSON(w, r, http.StatusOK, page)
 }

@@ -43,6 +43,14 @@ func TestOpenAPISessionSchemasMatchTypes(t *testing.T) {
 		{"CreateSnapshotRequest", airlock.CreateSnapshotRequest{}},
 		{"ForkRequest", airlock.ForkRequest{}},
 		{"ForkResult", airlock.ForkResult{}},
+		{"SessionLifecycle", airlock.SessionLifecycle{}},
+		{"Event", airlock.Event{}},
+		{"EventPage", airlock.EventPage{}},
+		{"CreateWebhookRequest", airlock.CreateWebhookRequest{}},
+		{"Webhook", airlock.Webhook{}},
+		{"WebhookPage", airlock.WebhookPage{}},
+		{"WebhookDelivery", airlock.WebhookDelivery{}},
+		{"WebhookDeliveryPage", airlock.WebhookDeliveryPage{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {

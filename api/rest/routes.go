@@ -88,4 +88,11 @@ var routes = []route{
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
+
+	// Webhooks (webhooks.go).
+	{http.MethodPost, "/v1/webhooks", (*Server).createWebhook, authBearer},
+	{http.MethodGet, "/v1/webhooks", (*Server).listWebhooks, authBearer},
+	{http.MethodDelete, "/v1/webhooks/{id}", (*Server).deleteWebhook, authBearer},
+	{http.MethodGet, "/v1/webhooks/{id}/deliveries", (*Server).listDeliveries, authBearer},
+	{http.MethodPost, "/v1/webhooks/{id}/deliveries/{delivery_id}/replay", (*Server).replayDelivery, authBearer},
 }

@@ -29,7 +29,12 @@ type Config struct {
 	Store airlock.Store // required
 	// Events lists the tenant's abuse events (GET /v1/events); nil
 	// serves an empty list.
-	Events   airlock.AbuseStore
+	Events airlock.AbuseStore
+	// Feed serves the event feed (GET /v1/events?cursor=: session
+	// transitions beside abuse decisions); nil serves an empty feed.
+	Feed airlock.EventStore
+	// Webhooks serves /v1/webhooks; nil answers 501 webhooks-disabled.
+	Webhooks airlock.WebhookService
 	Blobs    airlock.Blobs    // required
 	Executor airlock.Executor // required
 	// Ready reports whether the service can take work; nil means always

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/seal"
@@ -35,6 +36,7 @@ type flags struct {
 	abuseOn      bool
 	egressOn     bool
 	baseSnaps    bool
+	webhookRetry []string
 }
 
 // newFlags registers every option of airlockd with node.Defaults as the
@@ -95,6 +97,17 @@ func (f *flags) config() (node.Config, error) {
 			return c, fmt.Errorf("--master-key: %w", err)
 		}
 		c.Keep.MasterKey = k
+	}
+	c.Webhooks.RetrySchedule = nil
+	for _, s := range f.webhookRetry {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("--webhook-retry-schedule: %q is not a positive duration", s)
+		}
+		c.Webhooks.RetrySchedule = append(c.Webhooks.RetrySchedule, d)
+	}
+	if c.Webhooks.Horizon <= 0 || c.Webhooks.MaxPerTenant <= 0 {
+		return c, fmt.Errorf("--webhook-retry-for and --webhook-max-per-tenant must be positive")
 	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return c, fmt.Errorf("--log-format: want text or json, not %q", f.logFormat)
@@ -314,6 +327,11 @@ func (f *flags) registerKeep() {
 	r.strings(&c.Keep.OldMasterKeyFiles, "old-master-key-file", groupKeep, "comma-separated files of earlier master keys that still unwrap data keys not yet rotated (see 'airlock node master-key rotate')")
 	r.int64(&c.Keep.SnapshotQuotaMiB, "snapshot-quota-mib", "MiB", groupKeep, "sealed snapshot data one tenant may keep")
 	r.duration(&c.Keep.MaxPausedAge, "max-paused-age", groupKeep, "a session paused for longer is ended and its saved state removed")
+	r.int64(&c.Keep.PausedQuotaMiB, "paused-quota-mib", "MiB", groupKeep, "disk one tenant's paused sessions may hold; a pause that goes over ends its session (end reason paused_quota; 0: no quota)")
+	r.boolean(&c.Webhooks.AllowPrivate, "webhook-allow-private", groupKeep, "let webhook deliveries reach private, loopback and link-local addresses (never the metadata address); by default only public addresses")
+	r.integer(&c.Webhooks.MaxPerTenant, "webhook-max-per-tenant", groupKeep, "webhooks one tenant may register")
+	r.duration(&c.Webhooks.Horizon, "webhook-retry-for", groupKeep, "how long a webhook delivery is retried before it is given up (failed)")
+	r.strings(&f.webhookRetry, "webhook-retry-schedule", groupKeep, "comma-separated waits after each failed webhook try, the last repeating (default 10s,30s,1m,5m,15m,30m,1h,2h,4h)")
 }
 
 func (f *flags) registerAbuse() {

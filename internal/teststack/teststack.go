@@ -87,6 +87,8 @@ type Options struct {
 	// Session adjusts the session manager's config; REST the HTTP API's.
 	Session func(*session.Config)
 	REST    func(*rest.Config)
+	// Node, if set, adjusts the node's config last (webhooks, keep).
+	Node func(*node.Config)
 	// NoServer leaves the HTTP API out.
 	NoServer bool
 	// WrapSessions, if set, wraps the session service the API serves (as
@@ -204,6 +206,9 @@ func (o Options) config(s *Stack, dir string) node.Config {
 	c.DefaultTimeout, c.MemoryMiB = limits.Timeout, limits.MemoryBytes>>20
 	if o.MaxTimeout > 0 {
 		c.MaxTimeout = o.MaxTimeout
+	}
+	if o.Node != nil {
+		o.Node(&c)
 	}
 	return c
 }

@@ -81,6 +81,9 @@ type Config struct {
 	// Keep turns on snapshots, pause and resume, and fork (keep.go);
 	// without a Store they are refused (keep-unavailable).
 	Keep KeepConfig
+	// Events takes the session's lifecycle events (events.go); nil
+	// records none.
+	Events airlock.EventSink
 
 	Logger *slog.Logger
 	Now    func() time.Time

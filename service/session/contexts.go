@@ -73,7 +73,7 @@ func (m *Manager) CreateContext(ctx context.Context, tenant *airlock.Tenant, id 
 
 // ListContexts lists the code contexts of the tenant's session.
 func (m *Manager) ListContexts(ctx context.Context, tenant *airlock.Tenant, id string) ([]*airlock.CodeContext, error) {
-	l, err := m.lookup(ctx, tenant, id)
+	l, err := m.lookupLive(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,8 @@ func (m *Manager) Abandon(ctx context.Context, id, detail string) error {
 		s.State, s.EndReason, s.EndDetail, s.EndedAt = airlock.SessionLost, airlock.EndNodeLost, detail, &now
 		if err := m.cfg.Sessions.UpdateSession(ctx, s); err != nil && airlock.ErrorCode(err) != airlock.ECONFLICT {
 			return err
+		} else if err == nil {
+			m.emitEnded(ctx, s)
 		}
 	}
 	return nil

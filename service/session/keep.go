@@ -52,6 +52,10 @@ type KeepConfig struct {
 	SnapshotQuotaBytes int64
 	// MaxPausedAge ends a session paused for longer (7 days).
 	MaxPausedAge time.Duration
+	// PausedQuotaBytes is how much one tenant's paused sessions may hold
+	// on disk; a pause that goes over ends its session (paused_quota).
+	// Zero means no quota.
+	PausedQuotaBytes int64
 }
 
 func (k *KeepConfig) validate() error {
@@ -67,7 +71,7 @@ func (k *KeepConfig) validate() error {
 	if k.MaxPausedAge == 0 {
 		k.MaxPausedAge = 7 * 24 * time.Hour
 	}
-	if k.SnapshotQuotaBytes < 0 || k.MaxPausedAge < 0 {
+	if k.SnapshotQuotaBytes < 0 || k.MaxPausedAge < 0 || k.PausedQuotaBytes < 0 {
 		return fmt.Errorf("session: keep quota and paused age must not be negative")
 	}
 	return os.MkdirAll(k.PauseDir, 0o700)
@@ -76,7 +80,7 @@ func (k *KeepConfig) validate() error {
 // keepState is what the manager tracks of pauses and resumes.
 type keepState struct {
 	mu       sync.Mutex
-	resuming map[string]bool
+	resuming map[string]chan struct{} // closed when the resume ends
 }
 
 func (m *Manager) keepOn() error {
@@ -388,6 +392,14 @@ func (m *Manager) PauseSession(ctx context.Context, tenant *airlock.Tenant, id s
 	if err != nil {
 		return nil, err
 	}
+	return m.pause(ctx, l, airlock.PauseByRequest)
+}
+
+// pause saves a live session's sandbox and ends it; why (request,
+// timeout, idle) goes in its session.paused event.
+func (m *Manager) pause(ctx context.Context, l *live, why string) (*airlock.Session, error) {
+	tenant := &airlock.Tenant{ID: l.rec.TenantID}
+	id := l.rec.ID
 	l.mu.Lock()
 	if err := m.canFreeze(l); err != nil {
 		l.mu.Unlock()
@@ -401,7 +413,8 @@ func (m *Manager) PauseSession(ctx context.Context, tenant *airlock.Tenant, id s
 	dir := filepath.Join(m.cfg.Keep.PauseDir, id)
 	os.RemoveAll(dir) // left by a pause that did not finish
 	now := m.cfg.Now().UTC()
-	if err := m.cfg.Keep.Store.PutPause(ctx, &airlock.SessionPause{SessionID: id, TenantID: tenant.ID, Dir: dir, Backend: lease.BackendName(), PausedAt: now}); err != nil {
+	pr := &airlock.SessionPause{SessionID: id, TenantID: tenant.ID, Dir: dir, Backend: lease.BackendName(), PausedAt: now}
+	if err := m.cfg.Keep.Store.PutPause(ctx, pr); err != nil {
 		m.rewatch(l)
 		return nil, err
 	}
@@ -413,11 +426,17 @@ func (m *Manager) PauseSession(ctx context.Context, tenant *airlock.Tenant, id s
 	l.lease = nil
 	l.rec.PausedAt = &now
 	l.rec.LastActiveAt = now
+	l.pausedBy = why
 	m.move(ctx, l, airlock.SessionPaused)
 	l.pausing = false
 	rec := l.rec
 	l.mu.Unlock()
 	m.forget(l)
+	if m.checkPausedQuota(context.WithoutCancel(ctx), &rec, pr) {
+		if s, err := m.cfg.Sessions.Session(ctx, rec.TenantID, id); err == nil {
+			return s, nil
+		}
+	}
 	return &rec, nil
 }
 
@@ -471,23 +490,40 @@ func (m *Manager) unfreeze(ctx context.Context, l *live, err error) error {
 // ResumeSession restores a paused session on this node; its deadline
 // moves by the time it was paused.
 func (m *Manager) ResumeSession(ctx context.Context, tenant *airlock.Tenant, id string) (*airlock.Session, error) {
+	return m.resume(ctx, tenant, id, airlock.PauseByRequest)
+}
+
+// resume restores a paused session; by (request, auto) goes in its
+// session.resumed event. An automatic resume that finds one under way
+// waits for it and then answers session-resuming, for the caller to
+// look again.
+func (m *Manager) resume(ctx context.Context, tenant *airlock.Tenant, id, by string) (*airlock.Session, error) {
 	if err := m.keepOn(); err != nil {
 		return nil, err
 	}
 	m.keep.mu.Lock()
 	if m.keep.resuming == nil {
-		m.keep.resuming = map[string]bool{}
+		m.keep.resuming = map[string]chan struct{}{}
 	}
-	if m.keep.resuming[id] {
+	if ch := m.keep.resuming[id]; ch != nil {
 		m.keep.mu.Unlock()
+		if by == "auto" {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		return nil, airlock.Problem(airlock.ECONFLICT, "session-resuming", "session %s is being resumed", id)
 	}
-	m.keep.resuming[id] = true
+	done := make(chan struct{})
+	m.keep.resuming[id] = done
 	m.keep.mu.Unlock()
 	defer func() {
 		m.keep.mu.Lock()
 		delete(m.keep.resuming, id)
 		m.keep.mu.Unlock()
+		close(done)
 	}()
 	m.mu.Lock()
 	l, closed := m.live[id], m.closed
@@ -548,9 +584,14 @@ func (m *Manager) ResumeSession(ctx context.Context, tenant *airlock.Tenant, id 
 	l = newLive(*rec)
 	l.lease = lease
 	l.rec.ExpiresAt = rec.ExpiresAt.Add(now.Sub(p.PausedAt))
+	if least := now.Add(time.Duration(rec.Limits.TimeoutS) * time.Second); l.rec.ExpiresAt.Before(least) {
+		// Paused at its timeout: a resume gives it its timeout again.
+		l.rec.ExpiresAt = least
+	}
 	l.rec.LastActiveAt = now
 	l.rec.PausedAt = nil
 	l.rec.SandboxID = lease.Sandbox().ID()
+	l.resumedBy = by
 	m.mu.Lock()
 	m.live[id] = l
 	m.mu.Unlock()
@@ -618,7 +659,7 @@ func (m *Manager) deletePaused(ctx context.Context, tenant *airlock.Tenant, id s
 		return nil, false, nil
 	}
 	m.keep.mu.Lock()
-	busy := m.keep.resuming[id]
+	busy := m.keep.resuming[id] != nil
 	m.keep.mu.Unlock()
 	if busy {
 		return nil, true, airlock.Problem(airlock.ECONFLICT, "session-resuming", "session %s is being resumed", id)
@@ -646,6 +687,7 @@ func (m *Manager) endPaused(ctx context.Context, s *airlock.Session, reason, det
 	if err := m.cfg.Sessions.UpdateSession(ctx, s); err != nil {
 		return err
 	}
+	m.emitEnded(ctx, s)
 	return m.cfg.Keep.Store.DeletePause(ctx, s.ID)
 }
 
@@ -680,7 +722,7 @@ func (m *Manager) reapPaused(ctx context.Context, now time.Time) int {
 			}
 		}
 		m.keep.mu.Lock()
-		busy := m.keep.resuming[p.SessionID]
+		busy := m.keep.resuming[p.SessionID] != nil
 		m.keep.mu.Unlock()
 		if busy {
 			continue

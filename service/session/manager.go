@@ -48,6 +48,9 @@ type live struct {
 	// meanwhile.
 	unwatch chan struct{}
 	pausing bool
+	// pausedBy and resumedBy say why it was last paused (request,
+	// timeout, idle) and resumed (request, auto), for its events.
+	pausedBy, resumedBy string
 }
 
 // sb is the session's sandbox (nil while creating).
@@ -237,9 +240,10 @@ func (m *Manager) lookup(ctx context.Context, tenant *airlock.Tenant, id string)
 }
 
 // begin starts a call in the tenant's session: the session must be ready
-// or busy; it is busy until the returned end is called.
+// or busy (a paused one with auto_resume is resumed first); it is busy
+// until the returned end is called.
 func (m *Manager) begin(ctx context.Context, tenant *airlock.Tenant, id string) (*live, func(), error) {
-	l, err := m.lookup(ctx, tenant, id)
+	l, err := m.lookupLive(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -322,8 +326,10 @@ func (m *Manager) move(ctx context.Context, l *live, next airlock.SessionState) 
 		m.cfg.Logger.Error("session state machine refused a move", "session", l.rec.ID, "err", err)
 		return err
 	}
+	prev := l.rec.State
 	l.rec.State = next
 	m.persist(ctx, l)
+	m.emitMove(ctx, l, prev)
 	return nil
 }
 
@@ -492,9 +498,15 @@ func (m *Manager) Reap(ctx context.Context) int {
 		switch {
 		case st != airlock.SessionReady && st != airlock.SessionBusy, pausing:
 		case !now.Before(expires):
+			if m.timedOut(ctx, l, airlock.PauseByTimeout) {
+				continue
+			}
 			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndTimeout, "its timeout passed")
 			n++
 		case idle:
+			if m.timedOut(ctx, l, airlock.PauseByIdle) {
+				continue
+			}
 			m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndIdle, fmt.Sprintf("nothing ran for %ds", l.rec.Limits.IdleTimeoutS))
 			n++
 		}

@@ -224,6 +224,7 @@ func (m *Manager) endRecord(ctx context.Context, s *airlock.Session, final airlo
 	if err := m.cfg.Sessions.UpdateSession(ctx, s); err != nil {
 		return err
 	}
+	m.emitEnded(ctx, s)
 	if final == airlock.SessionFailed && s.IdempotencyKey != "" {
 		return m.cfg.Sessions.ReleaseIdempotencyKey(ctx, s.TenantID, s.IdempotencyKey, s.ID)
 	}

@@ -123,6 +123,7 @@ type newSession struct {
 	size          airlock.SessionSize
 	net           airlock.NetworkPolicy
 	img           *airlock.Image
+	lifecycle     airlock.SessionLifecycle
 }
 
 // plan checks the idempotency key, works out the session's limits,
@@ -139,6 +140,10 @@ func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.
 	if req.Network != nil {
 		netPolicy = *req.Network
 	}
+	lc, err := m.lifecycleFor(req, netPolicy)
+	if err != nil {
+		return nil, err
+	}
 	imageName := req.Image
 	if imageName == "" {
 		imageName = m.cfg.DefaultImage
@@ -149,7 +154,7 @@ func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.
 	}
 	return &newSession{
 		id: m.cfg.NewID(), key: key, hash: requestHash(req), tenant: tenant, req: req,
-		limits: limits, size: size, net: netPolicy, img: img,
+		limits: limits, size: size, net: netPolicy, img: img, lifecycle: lc,
 	}, nil
 }
 
@@ -210,6 +215,7 @@ func (m *Manager) record(ctx context.Context, n *newSession, ticket *provision.T
 		CreatedAt:      now,
 		ExpiresAt:      now.Add(time.Duration(n.limits.TimeoutS) * time.Second),
 		LastActiveAt:   now,
+		Lifecycle:      n.lifecycle,
 	})
 	m.mu.Lock()
 	m.live[n.id] = l

@@ -18,6 +18,8 @@ type Store interface {
 	airlock.E2BStore
 	airlock.QuotaStore
 	airlock.AbuseStore
+	airlock.EventStore
+	airlock.WebhookStore
 	airlock.KeepStore
 	airlock.ExecutionCounter
 	airlock.AuditStore
@@ -99,6 +101,9 @@ var tests = []struct {
 	{"Quarantine", testQuarantine},
 	{"SnapshotsAndKeys", testSnapshotsAndKeys},
 	{"NodeScopedRecords", testNodeScopedRecords},
+	{"EventFeed", testEventFeed},
+	{"WebhookQueue", testWebhookQueue},
+	{"SessionLifecycleStored", testSessionLifecycleStored},
 }
 
 // Run runs the whole suite against b, each test in parallel on a

@@ -1,0 +1,88 @@
+package airlock
+
+import (
+	"context"
+	"time"
+)
+
+// Events: every transition of a session (created, paused, resumed,
+// ended with its reason, killed by an abuse detector) and every abuse
+// detector decision is an event with a stable ID, kept in the store,
+// read with a cursor (GET /v1/events?cursor=) and sent to the tenant's
+// webhooks.
+
+// Event types.
+const (
+	EventSessionCreated     = "session.created"
+	EventSessionPaused      = "session.paused"
+	EventSessionResumed     = "session.resumed"
+	EventSessionEnded       = "session.ended"
+	EventSessionAbuseKilled = "session.abuse_killed"
+	EventAbuseDetected      = "abuse.detected"
+)
+
+// EventTypes lists every event type, in lifecycle order.
+var EventTypes = []string{EventSessionCreated, EventSessionPaused, EventSessionResumed, EventSessionEnded, EventSessionAbuseKilled, EventAbuseDetected}
+
+// ValidEventType reports whether t is a known event type.
+func ValidEventType(t string) bool {
+	for _, x := range EventTypes {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is one thing that happened to a tenant's session.
+type Event struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	TenantID  string    `json:"tenant_id"`
+	SessionID string    `json:"session_id,omitempty"`
+	At        time.Time `json:"at"`
+	// Reason is why (session.ended, session.abuse_killed: the session's
+	// end_reason; session.paused: "timeout", "idle" or "request").
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Data holds what else the type carries (abuse.detected: detector,
+	// action, summary; session.paused: paused_bytes).
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Why a session was paused (Event.Reason of session.paused).
+const (
+	PauseByRequest = "request" // POST /v1/sessions/{id}/pause
+	PauseByTimeout = "timeout" // its timeout passed with on_timeout pause
+	PauseByIdle    = "idle"    // its idle timeout passed with on_timeout pause
+)
+
+// EventFilter selects events oldest first after a cursor. An empty
+// TenantID (the operator's view) selects every tenant's.
+type EventFilter struct {
+	TenantID string
+	After    string // cursor: an event ID; "" from the oldest kept
+	Limit    int
+}
+
+// EventPage is one page of events, oldest first. NextCursor is the ID of
+// the last event of the page (the cursor given when the page is empty):
+// pass it back to read on.
+type EventPage struct {
+	Events     []*Event `json:"events"`
+	NextCursor string   `json:"next_cursor"`
+}
+
+// EventStore keeps events. Recording one also queues its delivery to
+// each of the tenant's webhooks that takes its type, in one transaction.
+type EventStore interface {
+	RecordEvent(ctx context.Context, ev *Event) error
+	// ListEvents returns up to f.Limit events after f.After, oldest
+	// first. A cursor not in the selected set is EINVALID.
+	ListEvents(ctx context.Context, f EventFilter) ([]*Event, error)
+}
+
+// EventSink takes the events of a service; the node's is the store.
+type EventSink interface {
+	RecordEvent(ctx context.Context, ev *Event) error
+}

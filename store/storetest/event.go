@@ -1,0 +1,195 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+func testEventFeed(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	db := bk.fresh(t)
+	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
+	var aIDs []string
+	for i, typ := range []string{airlock.EventSessionCreated, airlock.EventSessionPaused, airlock.EventSessionResumed, airlock.EventSessionEnded} {
+		tenant := a.ID
+		if i == 1 {
+			// Tenant b's event between a's: a never sees it.
+			if err := db.RecordEvent(ctx, &airlock.Event{Type: airlock.EventSessionCreated, TenantID: b.ID, SessionID: "sb"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev := &airlock.Event{Type: typ, TenantID: tenant, SessionID: "s1", Reason: "r", Data: map[string]any{"n": float64(i)}}
+		if err := db.RecordEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.ID == "" || ev.At.IsZero() {
+			t.Fatalf("ID and At not written back: %+v", ev)
+		}
+		aIDs = append(aIDs, ev.ID)
+	}
+	// An abuse decision is in the feed too, under its own ID.
+	ab := &airlock.AbuseEvent{TenantID: a.ID, SessionID: "s1", Detector: airlock.DetectorMining, Action: airlock.ActionKilled, Summary: "mined"}
+	if err := db.RecordAbuseEvent(ctx, ab); err != nil {
+		t.Fatal(err)
+	}
+	aIDs = append(aIDs, ab.ID)
+
+	wantCode(t, "unknown type", db.RecordEvent(ctx, &airlock.Event{Type: "session.exploded", TenantID: a.ID}), airlock.EINVALID)
+	wantCode(t, "unknown tenant", db.RecordEvent(ctx, &airlock.Event{Type: airlock.EventSessionCreated, TenantID: "nope"}), airlock.ENOTFOUND)
+
+	first, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, Limit: 2})
+	if err != nil || len(first) != 2 || first[0].ID != aIDs[0] || first[1].ID != aIDs[1] {
+		t.Fatalf("first page: %+v %v", first, err)
+	}
+	if first[1].Type != airlock.EventSessionPaused || first[1].SessionID != "s1" || first[1].Reason != "r" || first[1].Data["n"] != float64(1) {
+		t.Errorf("event read back: %+v", first[1])
+	}
+	rest, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: first[1].ID})
+	if err != nil || len(rest) != 3 || rest[0].ID != aIDs[2] || rest[2].ID != ab.ID || rest[2].Type != airlock.EventAbuseDetected {
+		t.Fatalf("rest: %+v %v", rest, err)
+	}
+	end, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: ab.ID})
+	if err != nil || len(end) != 0 {
+		t.Fatalf("after the last: %+v %v", end, err)
+	}
+	all, err := db.ListEvents(ctx, airlock.EventFilter{})
+	if err != nil || len(all) != 6 {
+		t.Fatalf("every tenant's: %d %v", len(all), err)
+	}
+	bs, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: b.ID})
+	if err != nil || len(bs) != 1 || bs[0].TenantID != b.ID {
+		t.Fatalf("b's: %+v %v", bs, err)
+	}
+	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: b.ID, After: aIDs[0]})
+	wantCode(t, "another tenant's cursor", err, airlock.EINVALID)
+	if ev, err := db.Event(ctx, aIDs[3]); err != nil || ev.Type != airlock.EventSessionEnded {
+		t.Errorf("Event: %+v %v", ev, err)
+	}
+	_, err = db.Event(ctx, "nope")
+	wantCode(t, "missing event", err, airlock.ENOTFOUND)
+}
+
+func testWebhookQueue(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	loc := bk.New(t)
+	db := bk.Open(t, loc, newClock().Now)
+	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
+	all := &airlock.Webhook{TenantID: a.ID, URL: "https://example.com/all", SealedSecret: []byte{1}, KeyID: "k"}
+	ended := &airlock.Webhook{TenantID: a.ID, URL: "https://example.com/ended", Events: []string{airlock.EventSessionEnded}, SealedSecret: []byte{1}, KeyID: "k"}
+	other := &airlock.Webhook{TenantID: b.ID, URL: "https://example.com/b", SealedSecret: []byte{2}, KeyID: "k"}
+	for _, w := range []*airlock.Webhook{all, ended, other} {
+		if err := db.CreateWebhook(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCode(t, "unknown tenant", db.CreateWebhook(ctx, &airlock.Webhook{TenantID: "nope", URL: "https://x", SealedSecret: []byte{1}, KeyID: "k"}), airlock.ENOTFOUND)
+	if n, err := db.CountWebhooks(ctx, a.ID); err != nil || n != 2 {
+		t.Fatalf("count: %d %v", n, err)
+	}
+	list, err := db.ListWebhooks(ctx, a.ID)
+	if err != nil || len(list) != 2 || list[0].ID != all.ID || len(list[0].Events) != 0 || list[1].Events[0] != airlock.EventSessionEnded {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	_, err = db.Webhook(ctx, b.ID, all.ID)
+	wantCode(t, "another tenant's webhook", err, airlock.ENOTFOUND)
+
+	created := &airlock.Event{Type: airlock.EventSessionCreated, TenantID: a.ID, SessionID: "s1"}
+	end := &airlock.Event{Type: airlock.EventSessionEnded, TenantID: a.ID, SessionID: "s1"}
+	for _, ev := range []*airlock.Event{created, end} {
+		if err := db.RecordEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// all takes both, ended the end only, b's none of a's.
+	ds, err := db.ListDeliveries(ctx, a.ID, all.ID, "", 10)
+	if err != nil || len(ds) != 2 || ds[0].EventID != end.ID || ds[1].EventID != created.ID || ds[0].State != airlock.DeliveryPending {
+		t.Fatalf("all's deliveries: %+v %v", ds, err)
+	}
+	if ds, err := db.ListDeliveries(ctx, a.ID, ended.ID, "", 10); err != nil || len(ds) != 1 || ds[0].EventType != airlock.EventSessionEnded {
+		t.Fatalf("ended's deliveries: %+v %v", ds, err)
+	}
+	if ds, err := db.ListDeliveries(ctx, b.ID, other.ID, "", 10); err != nil || len(ds) != 0 {
+		t.Fatalf("b's deliveries: %+v %v", ds, err)
+	}
+	_, err = db.ListDeliveries(ctx, b.ID, all.ID, "", 10)
+	wantCode(t, "another tenant's deliveries", err, airlock.ENOTFOUND)
+
+	// Two handles (two nodes) claim at once: each delivery goes to one.
+	db2 := bk.Open(t, loc, time.Now)
+	now := time.Now().Add(time.Hour)
+	c1, err1 := db.ClaimDeliveries(ctx, "n1", now, time.Minute, 10)
+	c2, err2 := db2.ClaimDeliveries(ctx, "n2", now, time.Minute, 10)
+	if err1 != nil || err2 != nil || len(c1)+len(c2) != 3 {
+		t.Fatalf("claims: %d %v, %d %v", len(c1), err1, len(c2), err2)
+	}
+	if again, err := db.ClaimDeliveries(ctx, "n1", now, time.Minute, 10); err != nil || len(again) != 0 {
+		t.Fatalf("claimed twice: %+v %v", again, err)
+	}
+	claimed := append(c1, c2...)
+	first := claimed[0]
+	next := now.Add(time.Second)
+	if err := db.FinishAttempt(ctx, airlock.DeliveryAttempt{DeliveryID: first.ID, Status: 500, Error: "boom", State: airlock.DeliveryPending, NextAt: &next, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range claimed[1:] {
+		if err := db.FinishAttempt(ctx, airlock.DeliveryAttempt{DeliveryID: d.ID, Status: 204, State: airlock.DeliveryDelivered, At: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := db.ClaimDeliveries(ctx, "n1", now, time.Minute, 10); err != nil || len(c) != 0 {
+		t.Fatalf("claimed before it is due: %+v %v", c, err)
+	}
+	c, err := db.ClaimDeliveries(ctx, "n1", next, time.Minute, 10)
+	if err != nil || len(c) != 1 || c[0].ID != first.ID || c[0].Attempts != 1 || c[0].LastStatus != 500 || c[0].LastError != "boom" {
+		t.Fatalf("retry claim: %+v %v", c, err)
+	}
+	if err := db.FinishAttempt(ctx, airlock.DeliveryAttempt{DeliveryID: first.ID, Status: 200, State: airlock.DeliveryDelivered, At: next}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := db.ReplayDelivery(ctx, a.ID, first.WebhookID, first.ID, next)
+	if err != nil || d.State != airlock.DeliveryPending || d.Attempts != 2 || d.DeliveredAt == nil {
+		t.Fatalf("replay: %+v %v", d, err)
+	}
+	_, err = db.ReplayDelivery(ctx, b.ID, first.WebhookID, first.ID, next)
+	wantCode(t, "another tenant's replay", err, airlock.ENOTFOUND)
+	if c, err := db.ClaimDeliveries(ctx, "n2", next, time.Minute, 10); err != nil || len(c) != 1 || c[0].ID != first.ID {
+		t.Fatalf("replayed claim: %+v %v", c, err)
+	}
+
+	wantCode(t, "another tenant's delete", db.DeleteWebhook(ctx, b.ID, all.ID), airlock.ENOTFOUND)
+	if err := db.DeleteWebhook(ctx, a.ID, all.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ListDeliveries(ctx, a.ID, all.ID, "", 10)
+	wantCode(t, "deleted webhook's deliveries", err, airlock.ENOTFOUND)
+}
+
+func testSessionLifecycleStored(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	db := bk.fresh(t)
+	a := mustTenant(t, db, "a")
+	plain := newSession(a.ID)
+	paused := newSession(a.ID)
+	paused.Lifecycle = airlock.SessionLifecycle{OnTimeout: airlock.OnTimeoutPause, AutoResume: true}
+	for _, s := range []*airlock.Session{plain, paused} {
+		if err := db.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := db.Session(ctx, a.ID, plain.ID); err != nil || got.Lifecycle != (airlock.SessionLifecycle{OnTimeout: airlock.OnTimeoutEnd}) {
+		t.Errorf("default lifecycle: %+v %v", got, err)
+	}
+	if got, err := db.Session(ctx, a.ID, paused.ID); err != nil || got.Lifecycle != paused.Lifecycle {
+		t.Errorf("pause lifecycle: %+v %v", got, err)
+	}
+	p := &airlock.SessionPause{SessionID: paused.ID, TenantID: a.ID, Dir: "/x", Backend: "gvisor", PausedAt: time.Now(), Bytes: 12345}
+	if err := db.PutPause(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Pause(ctx, a.ID, paused.ID); err != nil || got.Bytes != 12345 {
+		t.Errorf("pause bytes: %+v %v", got, err)
+	}
+}
