@@ -104,9 +104,21 @@ func (p *Provisioner) Start(ctx context.Context) error {
 // Warm registers an image readied for a language under limits, before
 // any request asks: its base snapshot is built (where its recipe
 // restores) and pool members are kept ready from Start on, for the
-// recipe and each of its flavours. language "" readies the agent alone
-// (sessions). Only the default backend's sandboxes are kept warm.
+// recipe and each of its flavours. language "" readies sessions' sandboxes
+// (see WarmSessions). Only the default backend's sandboxes are kept warm.
 func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits airlock.Limits) {
+	p.warmKeys(img, language, limits, 0)
+}
+
+// WarmSessions registers the sessions of an image under limits, as
+// Warm(img, "", limits) does, with the context memory limit their
+// sessions' Specs give (Spec.ContextMemoryBytes): pool members hold the
+// recipe's code context started (Recipe.Context).
+func (p *Provisioner) WarmSessions(img *airlock.Image, limits airlock.Limits, contextMemoryBytes int64) {
+	p.warmKeys(img, "", limits, contextMemoryBytes)
+}
+
+func (p *Provisioner) warmKeys(img *airlock.Image, language airlock.Language, limits airlock.Limits, ctxMem int64) {
 	flavours := []string{""}
 	for f := range p.cfg.Recipes[img.Name][language].Flavours {
 		flavours = append(flavours, f)
@@ -114,7 +126,7 @@ func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range flavours {
-		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits); ok {
+		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits, ctxMem); ok {
 			p.warm = append(p.warm, k)
 		}
 	}
