@@ -28,9 +28,10 @@ type Provisioner struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 
-	mu      sync.Mutex
-	started bool
-	warm    []warmKey // registered with Warm before Start
+	mu        sync.Mutex
+	started   bool
+	startedAt time.Time
+	warm      []warmKey // registered with Warm before Start
 }
 
 // New returns a provisioner. Register warm pairs with Warm, recover
@@ -77,7 +78,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		return fmt.Errorf("provision: started twice")
 	}
-	p.started = true
+	p.started, p.startedAt = true, time.Now()
 	warm := p.warm
 	p.mu.Unlock()
 	keep := map[string]bool{}
