@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The speed table at the top of BENCHMARKS.md (docs/performance.md): on
+# this machine only (every request goes to 127.0.0.1), in one run, with
+# the baselines of the same run:
+#
+#   1. baselines: print(1) in a plain chroot and in a bare `runsc run`;
+#   2. a warm start: airlockd started on an empty state directory, the
+#      time to /readyz and to /readyz?warm=true, then one-shot print(1)
+#      paced at RATE from the first request on (pool misses counted);
+#   3. the comparable benchmark: N sandboxes one after another, each
+#      created, given one command, timed from the create to the result,
+#      destroyed (as the independent benchmark of the peers does): a
+#      session with `echo hi` (exec), a session with a Python cell
+#      print(1) (cell), and POST /v1/execute (oneshot);
+#   4. the E2B SDK: Sandbox.create() to the first runCode('print(1)')
+#      result, E2B_N sandboxes, with the published SDK, when E2BSDK names
+#      a directory holding e2e/e2bsdk with its node_modules (npm ci).
+#
+# With BEFORE_BIN=<dir holding airlockd of an earlier build>, series 3
+# and 4 run against it as well (same images, same load tool), first.
+# Needs root and what scripts/setup.sh builds.
+#
+#   sudo scripts/bench-speed.sh
+#   N=100 E2B_N=30 RATE=1 E2BSDK=/tmp/e2bsdk BEFORE_BIN=/tmp/old/bin sudo -E scripts/bench-speed.sh
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${AIRLOCK_BIN:-$REPO/bin}"
+STATE="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
+N="${N:-100}"         # sandboxes per comparable series
+E2B_N="${E2B_N:-30}"  # sandboxes of the E2B SDK series
+RATE="${RATE:-1}"     # one-shot runs a second after a start
+WARMN="${WARMN:-60}"  # one-shot runs after a start
+PORT="${PORT:-18082}"
+E2BSDK="${E2BSDK:-}"
+PARENT="airlock-bench-$$"
+WORKS=()
+PID=""
+
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	for w in "${WORKS[@]}"; do
+		for m in $(awk -v w="$w" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
+		rm -rf "$w"
+	done
+	for c in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
+	echo "port $PORT is in use; set PORT to a free one" >&2
+	exit 1
+fi
+
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+start() { # airlockd-binary flags...: on a fresh state directory
+	local bin="$1"; shift
+	WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)"
+	WORKS+=("$WORK")
+	ln -s "$STATE/images" "$WORK/images"
+	T0=$(date +%s%N)
+	"$bin" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
+		--cgroup-parent "$PARENT" --keep-sessions=false "$@" >>"$WORK/airlockd.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 1200); do
+		curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break
+		sleep 0.05
+	done
+	READY_MS=$(ms "$T0")
+	export AIRLOCK_URL="http://127.0.0.1:$PORT" AIRLOCK_API_KEY="$(cat "$WORK/default.key")"
+}
+waitwarm() {
+	for _ in $(seq 3600); do
+		curl -sf "http://127.0.0.1:$PORT/readyz?warm=true" >/dev/null && break
+		sleep 0.05
+	done
+	WARM_MS=$(ms "$T0")
+}
+stop() { kill "$PID"; wait "$PID" || true; PID=""; }
+metric_sum() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 {v += $2} END {print v + 0}'; }
+title() { printf '\n### %s\n' "$*"; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+comparable() { # label
+	title "$1: create to first result, $N sandboxes one after another (load $(load))"
+	"$REPO/scripts/bench-create.py" exec "$N" | sed 's/^/    /'
+	"$REPO/scripts/bench-create.py" cell "$N" | sed 's/^/    /'
+	"$REPO/scripts/bench-create.py" oneshot "$N" | sed 's/^/    /'
+	if [ -n "$E2BSDK" ] && [ -d "$E2BSDK/node_modules/@e2b/code-interpreter" ]; then
+		local key
+		key="$("$BIN/airlock" keys create --format e2b --name bench-speed 2>/dev/null)"
+		cp "$REPO/e2e/e2bsdk/bench.mjs" "$E2BSDK/bench.mjs" # resolves the SDK from there
+		(cd "$E2BSDK" && E2B_API_URL="$AIRLOCK_URL" E2B_SANDBOX_URL="$AIRLOCK_URL" E2B_API_KEY="$key" \
+			node bench.mjs "$E2B_N" 50) | sed 's/^/    E2B SDK: /'
+	fi
+	echo "    load average after: $(load)"
+}
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "load average before: $(load)"
+
+title "baselines: print(1), 20 runs each (load $(load))"
+"$BIN/airlock" node baseline --kind chroot --state-dir "$STATE" --requests 20 | sed 's/^/    chroot: /'
+"$BIN/airlock" node baseline --kind runsc --state-dir "$STATE" --requests 20 | sed 's/^/    runsc: /'
+
+if [ -n "${BEFORE_BIN:-}" ]; then
+	start "$BEFORE_BIN/airlockd"
+	# Its pool fills as it would: wait for the sessions' first member.
+	for _ in $(seq 1200); do
+		[ "$(metric_sum 'airlock_pool_size{image="python-ds",language="agent"}')" -ge 1 ] 2>/dev/null && break
+		sleep 0.25
+	done
+	comparable "before ($BEFORE_BIN)"
+	stop
+fi
+
+title "a warm start: airlockd started on an empty state directory (load $(load))"
+start "$BIN/airlockd"
+echo "    /readyz 200 after ${READY_MS} ms"
+waitwarm
+echo "    /readyz?warm=true 200 after ${WARM_MS} ms"
+m0=$(metric_sum 'airlock_pool_misses_total')
+"$BIN/airlock" node bench --rate "$RATE" --requests "$WARMN" --concurrency 4 --duration 10m | sed 's/^/    /'
+echo "    pool misses over those $WARMN runs: $(( $(metric_sum 'airlock_pool_misses_total') - m0 ))"
+comparable "after"
+echo "    ready contexts taken: $(metric_sum 'airlock_ready_contexts_taken_total')"
+stop
