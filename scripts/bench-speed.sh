@@ -12,6 +12,10 @@
 #      destroyed (as the independent benchmark of the peers does): a
 #      session with `echo hi` (exec), a session with a Python cell
 #      print(1) (cell), and POST /v1/execute (oneshot);
+#   5. host CPU per run: print(1) 4 at once for SUSTAIN against a bare
+#      `runsc run` 4 at once, CPU per run from the sandboxes' cgroups and
+#      airlockd's own (with the runsc commands it waited for), and a CPU
+#      profile of airlockd over 30 s of it (go tool pprof -top);
 #   4. the E2B SDK: Sandbox.create() to the first runCode('print(1)')
 #      result, E2B_N sandboxes, with the published SDK, when E2BSDK names
 #      a directory holding e2e/e2bsdk with its node_modules (npm ci).
@@ -31,6 +35,8 @@ E2B_N="${E2B_N:-30}"  # sandboxes of the E2B SDK series
 RATE="${RATE:-1}"     # one-shot runs a second after a start
 WARMN="${WARMN:-60}"  # one-shot runs after a start
 PORT="${PORT:-18082}"
+SUSTAIN="${SUSTAIN:-60s}" # the CPU series; empty skips it
+DEBUG_PORT="${DEBUG_PORT:-18083}"
 E2BSDK="${E2BSDK:-}"
 PARENT="airlock-bench-$$"
 WORKS=()
@@ -76,6 +82,14 @@ waitwarm() {
 	WARM_MS=$(ms "$T0")
 }
 stop() { kill "$PID"; wait "$PID" || true; PID=""; }
+acct() { # cgroup name: its CPU nanoseconds so far (cgroup v1 cpuacct or v2)
+	if [ -f "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" ]; then cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage"
+	elif [ -f "/sys/fs/cgroup/$1/cpu.stat" ]; then awk '/usage_usec/ {print $2 * 1000}' "/sys/fs/cgroup/$1/cpu.stat"
+	else echo 0; fi
+}
+proccpu() { # pid: its CPU and its waited-for children's, in ns
+	awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15 + $16 + $17) * 1000000000 / hz}' "/proc/$1/stat"
+}
 metric_sum() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 {v += $2} END {print v + 0}'; }
 title() { printf '\n### %s\n' "$*"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -124,3 +138,26 @@ echo "    pool misses over those $WARMN runs: $(( $(metric_sum 'airlock_pool_mis
 comparable "after"
 echo "    ready contexts taken: $(metric_sum 'airlock_ready_contexts_taken_total')"
 stop
+
+if [ -n "$SUSTAIN" ]; then
+	title "host CPU per run: print(1), 4 at once, $SUSTAIN (load $(load))"
+	mkdir -p "/sys/fs/cgroup/cpuacct/$PARENT-bare" 2>/dev/null || true
+	c0=$(acct "$PARENT-bare")
+	"$BIN/airlock" node baseline --kind runsc --state-dir "$STATE" --concurrency 4 --duration "$SUSTAIN" \
+		--cgroup-parent "$PARENT-bare" -o json >"$WORKS/bare.json"
+	c1=$(acct "$PARENT-bare")
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d.get("ok", d.get("requests")); print("    bare runsc: %s runs, %.0f/min, %.3f CPU-s per run (its cgroup)" % (n, d.get("throughput_per_min", 0), int(sys.argv[2])/1e9/max(1, n)))' "$WORKS/bare.json" "$((c1 - c0))" || cat "$WORKS/bare.json"
+	rmdir "/sys/fs/cgroup/cpuacct/$PARENT-bare" 2>/dev/null || true
+	start "$BIN/airlockd" --debug-listen "127.0.0.1:$DEBUG_PORT"
+	waitwarm
+	s0=$(acct "$PARENT"); d0=$(proccpu "$PID")
+	curl -s -o "$WORK/cpu.pprof" "http://127.0.0.1:$DEBUG_PORT/debug/pprof/profile?seconds=30" &
+	PROF=$!
+	"$BIN/airlock" node bench --concurrency 4 --duration "$SUSTAIN" -o json >"$WORK/sustain.json"
+	s1=$(acct "$PARENT"); d1=$(proccpu "$PID")
+	wait "$PROF" || true
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d.get("ok", d.get("requests")); s=int(sys.argv[2])/1e9; a=int(float(sys.argv[3]))/1e9; print("    airlockd: %s runs, %.0f/min, %.3f CPU-s per run: sandboxes %.3f, airlockd and its runsc commands %.3f" % (n, d.get("throughput_per_min", 0), (s+a)/max(1,n), s/max(1,n), a/max(1,n)))' "$WORK/sustain.json" "$((s1 - s0))" "$(echo "$d1 - $d0" | bc)" || cat "$WORK/sustain.json"
+	echo "    airlockd's CPU profile over 30 s of it, by function (cumulative):"
+	(cd "$REPO" && go tool pprof -top -cum -nodecount 40 "$BIN/airlockd" "$WORK/cpu.pprof" 2>/dev/null) | sed 's/^/      /'
+	stop
+fi
