@@ -9,8 +9,11 @@ to the command's result, then destroyed (the destroy is not timed).
   scripts/bench-create.py oneshot N  POST /v1/execute print(1) (create, run and destroy in one call)
 
 Optional --rate R starts one sandbox every 1/R s (default: back to back).
-AIRLOCK_URL and AIRLOCK_API_KEY say where and as whom. Prints one line:
-n, p50, p90, p99, min, max in ms (nearest rank), and the start sources.
+AIRLOCK_URL and AIRLOCK_API_KEY say where and as whom; or AIRLOCK_TARGETS,
+"label=url=key,label=url=key", names several servers, which then take
+turns, sandbox by sandbox, so that each sees the same load (a
+before-and-after in one run). Prints one line per server: n, p50, p90,
+p99, min, max in ms (nearest rank), and the start sources.
 Only the standard library: runs wherever python3 does.
 """
 import http.client
@@ -82,22 +85,30 @@ def main():
     if len(args) != 2 or args[0] not in ("exec", "cell", "oneshot"):
         sys.exit(__doc__)
     kind, n = args[0], int(args[1])
-    api = API(os.environ.get("AIRLOCK_URL", "http://127.0.0.1:8080"), os.environ["AIRLOCK_API_KEY"])
-    times, sources = [], {}
+    targets = []
+    for t in filter(None, os.environ.get("AIRLOCK_TARGETS", "").split(",")):
+        label, url, key = t.split("=", 2)
+        targets.append((label + ": ", API(url, key)))
+    if not targets:
+        targets = [("", API(os.environ.get("AIRLOCK_URL", "http://127.0.0.1:8080"), os.environ["AIRLOCK_API_KEY"]))]
+    times = [[] for _ in targets]
+    sources = [{} for _ in targets]
     next_at = time.monotonic()
     for _ in range(n):
-        if rate > 0:
-            now = time.monotonic()
-            if next_at > now:
-                time.sleep(next_at - now)
-            next_at += 1 / rate
-        ms, src = one(api, kind)
-        times.append(ms)
-        sources[src] = sources.get(src, 0) + 1
-    print("%s: n=%d p50=%.1f p90=%.1f p99=%.1f min=%.1f max=%.1f ms; start %s" % (
-        kind, len(times), pct(times, 50), pct(times, 90), pct(times, 99), min(times), max(times),
-        ", ".join("%s %d" % kv for kv in sorted(sources.items()))))
-
+        for i, (_, api) in enumerate(targets):
+            if rate > 0:
+                now = time.monotonic()
+                if next_at > now:
+                    time.sleep(next_at - now)
+                next_at += 1 / rate
+            ms, src = one(api, kind)
+            times[i].append(ms)
+            sources[i][src] = sources[i].get(src, 0) + 1
+    for i, (label, _) in enumerate(targets):
+        ts = times[i]
+        print("%s%s: n=%d p50=%.1f p90=%.1f p99=%.1f min=%.1f max=%.1f ms; start %s" % (
+            label, kind, len(ts), pct(ts, 50), pct(ts, 90), pct(ts, 99), min(ts), max(ts),
+            ", ".join("%s %d" % kv for kv in sorted(sources[i].items()))))
 
 if __name__ == "__main__":
     main()

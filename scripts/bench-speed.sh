@@ -21,7 +21,10 @@
 #      a directory holding e2e/e2bsdk with its node_modules (npm ci).
 #
 # With BEFORE_BIN=<dir holding airlockd of an earlier build>, series 3
-# and 4 run against it as well (same images, same load tool), first.
+# and 4 run against it as well, at the same time: both airlockd run side
+# by side (each on its own state directory, the images shared) and the
+# load tools alternate between them sandbox by sandbox, so that both see
+# the same load.
 # Needs root and what scripts/setup.sh builds.
 #
 #   sudo scripts/bench-speed.sh
@@ -41,9 +44,10 @@ E2BSDK="${E2BSDK:-}"
 PARENT="airlock-bench-$$"
 WORKS=()
 PID=""
+PIDS=()
 
 cleanup() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
 	for w in "${WORKS[@]}"; do
 		for m in $(awk -v w="$w" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
 		rm -rf "$w"
@@ -58,25 +62,27 @@ if ss -ltn "sport = :$PORT" | grep -q LISTEN; then
 fi
 
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-start() { # airlockd-binary flags...: on a fresh state directory
-	local bin="$1"; shift
+start() { # airlockd-binary port flags...: on a fresh state directory
+	local bin="$1" port="$2"; shift 2
 	WORK="$(mktemp -d /tmp/airlock-bench-XXXXXX)"
 	WORKS+=("$WORK")
 	ln -s "$STATE/images" "$WORK/images"
 	T0=$(date +%s%N)
-	"$bin" --listen "127.0.0.1:$PORT" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
+	"$bin" --listen "127.0.0.1:$port" --state-dir "$WORK" --agent "$BIN/airlock-agent" \
 		--cgroup-parent "$PARENT" --keep-sessions=false "$@" >>"$WORK/airlockd.log" 2>&1 &
 	PID=$!
+	PIDS+=("$PID")
 	for _ in $(seq 1200); do
-		curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break
+		curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
 		sleep 0.05
 	done
 	READY_MS=$(ms "$T0")
-	export AIRLOCK_URL="http://127.0.0.1:$PORT" AIRLOCK_API_KEY="$(cat "$WORK/default.key")"
+	export AIRLOCK_URL="http://127.0.0.1:$port" AIRLOCK_API_KEY="$(cat "$WORK/default.key")"
+	E2B_KEY="$("$BIN/airlock" keys create --format e2b --name bench-speed 2>/dev/null)"
 }
 waitwarm() {
 	for _ in $(seq 3600); do
-		curl -sf "http://127.0.0.1:$PORT/readyz?warm=true" >/dev/null && break
+		curl -sf "$AIRLOCK_URL/readyz?warm=true" >/dev/null && break
 		sleep 0.05
 	done
 	WARM_MS=$(ms "$T0")
@@ -90,21 +96,18 @@ acct() { # cgroup name: its CPU nanoseconds so far (cgroup v1 cpuacct or v2)
 proccpu() { # pid: its CPU and its waited-for children's, in ns
 	awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15 + $16 + $17) * 1000000000 / hz}' "/proc/$1/stat"
 }
-metric_sum() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" 'index($0, m) == 1 {v += $2} END {print v + 0}'; }
+metric_sum() { curl -s "$AIRLOCK_URL/metrics" | awk -v m="$1" 'index($0, m) == 1 {v += $2} END {print v + 0}'; }
 title() { printf '\n### %s\n' "$*"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-comparable() { # label
+comparable() { # label: AIRLOCK_TARGETS and E2B_TARGETS name the servers
 	title "$1: create to first result, $N sandboxes one after another (load $(load))"
 	"$REPO/scripts/bench-create.py" exec "$N" | sed 's/^/    /'
 	"$REPO/scripts/bench-create.py" cell "$N" | sed 's/^/    /'
 	"$REPO/scripts/bench-create.py" oneshot "$N" | sed 's/^/    /'
 	if [ -n "$E2BSDK" ] && [ -d "$E2BSDK/node_modules/@e2b/code-interpreter" ]; then
-		local key
-		key="$("$BIN/airlock" keys create --format e2b --name bench-speed 2>/dev/null)"
-		cp "$REPO/e2e/e2bsdk/bench.mjs" "$E2BSDK/bench.mjs" # resolves the SDK from there
-		(cd "$E2BSDK" && E2B_API_URL="$AIRLOCK_URL" E2B_SANDBOX_URL="$AIRLOCK_URL" E2B_API_KEY="$key" \
-			node bench.mjs "$E2B_N" 50) | sed 's/^/    E2B SDK: /'
+		cp "$REPO/e2e/e2bsdk/bench-ab.mjs" "$E2BSDK/bench-ab.mjs" # resolves the SDK from there
+		(cd "$E2BSDK" && node bench-ab.mjs "$E2B_N") | sed 's/^/    E2B SDK, /'
 	fi
 	echo "    load average after: $(load)"
 }
@@ -116,28 +119,33 @@ title "baselines: print(1), 20 runs each (load $(load))"
 "$BIN/airlock" node baseline --kind chroot --state-dir "$STATE" --requests 20 | sed 's/^/    chroot: /'
 "$BIN/airlock" node baseline --kind runsc --state-dir "$STATE" --requests 20 | sed 's/^/    runsc: /'
 
-if [ -n "${BEFORE_BIN:-}" ]; then
-	start "$BEFORE_BIN/airlockd"
-	# Its pool fills as it would: wait for the sessions' first member.
-	for _ in $(seq 1200); do
-		[ "$(metric_sum 'airlock_pool_size{image="python-ds",language="agent"}')" -ge 1 ] 2>/dev/null && break
-		sleep 0.25
-	done
-	comparable "before ($BEFORE_BIN)"
-	stop
-fi
-
 title "a warm start: airlockd started on an empty state directory (load $(load))"
-start "$BIN/airlockd"
+start "$BIN/airlockd" "$PORT"
 echo "    /readyz 200 after ${READY_MS} ms"
 waitwarm
 echo "    /readyz?warm=true 200 after ${WARM_MS} ms"
 m0=$(metric_sum 'airlock_pool_misses_total')
 "$BIN/airlock" node bench --rate "$RATE" --requests "$WARMN" --concurrency 4 --duration 10m | sed 's/^/    /'
 echo "    pool misses over those $WARMN runs: $(( $(metric_sum 'airlock_pool_misses_total') - m0 ))"
-comparable "after"
-echo "    ready contexts taken: $(metric_sum 'airlock_ready_contexts_taken_total')"
-stop
+export AIRLOCK_TARGETS="after=$AIRLOCK_URL=$AIRLOCK_API_KEY" E2B_TARGETS="after=$AIRLOCK_URL=$E2B_KEY"
+AFTER_URL="$AIRLOCK_URL"
+label="after"
+if [ -n "${BEFORE_BIN:-}" ]; then
+	start "$BEFORE_BIN/airlockd" "$((PORT + 2))"
+	# Its pool fills as it would: wait for the sessions' first member.
+	for _ in $(seq 1200); do
+		[ "$(metric_sum 'airlock_pool_size{image="python-ds",language="agent"}')" -ge 1 ] 2>/dev/null && break
+		sleep 0.25
+	done
+	AIRLOCK_TARGETS="before=$AIRLOCK_URL=$AIRLOCK_API_KEY,$AIRLOCK_TARGETS"
+	E2B_TARGETS="before=$AIRLOCK_URL=$E2B_KEY,$E2B_TARGETS"
+	label="before ($BEFORE_BIN) and after, taking turns"
+fi
+comparable "$label"
+AIRLOCK_URL="$AFTER_URL"
+echo "    ready contexts taken (after): $(metric_sum 'airlock_ready_contexts_taken_total')"
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+PIDS=()
 
 if [ -n "$SUSTAIN" ]; then
 	title "host CPU per run: print(1), 4 at once, $SUSTAIN (load $(load))"
@@ -148,7 +156,7 @@ if [ -n "$SUSTAIN" ]; then
 	c1=$(acct "$PARENT-bare")
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d.get("ok", d.get("requests")); print("    bare runsc: %s runs, %.0f/min, %.3f CPU-s per run (its cgroup)" % (n, d.get("throughput_per_min", 0), int(sys.argv[2])/1e9/max(1, n)))' "$WORKS/bare.json" "$((c1 - c0))" || cat "$WORKS/bare.json"
 	rmdir "/sys/fs/cgroup/cpuacct/$PARENT-bare" 2>/dev/null || true
-	start "$BIN/airlockd" --debug-listen "127.0.0.1:$DEBUG_PORT"
+	start "$BIN/airlockd" "$PORT" --debug-listen "127.0.0.1:$DEBUG_PORT"
 	waitwarm
 	s0=$(acct "$PARENT"); d0=$(proccpu "$PID")
 	curl -s -o "$WORK/cpu.pprof" "http://127.0.0.1:$DEBUG_PORT/debug/pprof/profile?seconds=30" &
