@@ -93,6 +93,7 @@ def main():
         targets = [("", API(os.environ.get("AIRLOCK_URL", "http://127.0.0.1:8080"), os.environ["AIRLOCK_API_KEY"]))]
     times = [[] for _ in targets]
     sources = [{} for _ in targets]
+    errors = [[] for _ in targets]
     next_at = time.monotonic()
     for _ in range(n):
         for i, (_, api) in enumerate(targets):
@@ -101,14 +102,21 @@ def main():
                 if next_at > now:
                     time.sleep(next_at - now)
                 next_at += 1 / rate
-            ms, src = one(api, kind)
+            try:
+                ms, src = one(api, kind)
+            except Exception as e:  # counted and shown, the series goes on
+                errors[i].append(str(e)[:300])
+                continue
             times[i].append(ms)
             sources[i][src] = sources[i].get(src, 0) + 1
     for i, (label, _) in enumerate(targets):
-        ts = times[i]
+        ts = times[i] or [0.0]
+        for e in errors[i]:
+            print("%serror: %s" % (label, e))
         print("%s%s: n=%d p50=%.1f p90=%.1f p99=%.1f min=%.1f max=%.1f ms; start %s" % (
             label, kind, len(ts), pct(ts, 50), pct(ts, 90), pct(ts, 99), min(ts), max(ts),
-            ", ".join("%s %d" % kv for kv in sorted(sources[i].items()))))
+            ", ".join("%s %d" % kv for kv in sorted(sources[i].items())))
+            + ("; %d errors" % len(errors[i]) if errors[i] else ""))
 
 if __name__ == "__main__":
     main()

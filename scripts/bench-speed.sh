@@ -25,7 +25,9 @@
 # by side (each on its own state directory, the images shared) and the
 # load tools alternate between them sandbox by sandbox, so that both see
 # the same load.
-# Needs root and what scripts/setup.sh builds.
+# ONLY=comparable runs series 3 and 4 alone, ONLY=cpu series 5 alone.
+# KEEP_LOGS=<dir> keeps airlockd's logs there. Needs root and what
+# scripts/setup.sh builds.
 #
 #   sudo scripts/bench-speed.sh
 #   N=100 E2B_N=30 RATE=1 E2BSDK=/tmp/e2bsdk BEFORE_BIN=/tmp/old/bin sudo -E scripts/bench-speed.sh
@@ -48,6 +50,10 @@ PIDS=()
 
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+	if [ -n "${KEEP_LOGS:-}" ]; then # a directory: airlockd's logs are copied there
+		mkdir -p "$KEEP_LOGS"
+		for w in "${WORKS[@]}"; do [ -f "$w/airlockd.log" ] && cp "$w/airlockd.log" "$KEEP_LOGS/$(basename "$w").log"; done
+	fi
 	for w in "${WORKS[@]}"; do
 		for m in $(awk -v w="$w" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" || true; done
 		rm -rf "$w"
@@ -115,6 +121,7 @@ comparable() { # label: AIRLOCK_TARGETS and E2B_TARGETS name the servers
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "load average before: $(load)"
 
+if [ -z "${ONLY:-}" ]; then
 title "baselines: print(1), 20 runs each (load $(load))"
 "$BIN/airlock" node baseline --kind chroot --state-dir "$STATE" --requests 20 | sed 's/^/    chroot: /'
 "$BIN/airlock" node baseline --kind runsc --state-dir "$STATE" --requests 20 | sed 's/^/    runsc: /'
@@ -127,6 +134,12 @@ echo "    /readyz?warm=true 200 after ${WARM_MS} ms"
 m0=$(metric_sum 'airlock_pool_misses_total')
 "$BIN/airlock" node bench --rate "$RATE" --requests "$WARMN" --concurrency 4 --duration 10m | sed 's/^/    /'
 echo "    pool misses over those $WARMN runs: $(( $(metric_sum 'airlock_pool_misses_total') - m0 ))"
+stop
+fi # ONLY
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = comparable ]; then
+start "$BIN/airlockd" "$PORT"
+waitwarm
 export AIRLOCK_TARGETS="after=$AIRLOCK_URL=$AIRLOCK_API_KEY" E2B_TARGETS="after=$AIRLOCK_URL=$E2B_KEY"
 AFTER_URL="$AIRLOCK_URL"
 label="after"
@@ -146,8 +159,9 @@ AIRLOCK_URL="$AFTER_URL"
 echo "    ready contexts taken (after): $(metric_sum 'airlock_ready_contexts_taken_total')"
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
 PIDS=()
+fi # ONLY
 
-if [ -n "$SUSTAIN" ]; then
+if [ -n "$SUSTAIN" ] && { [ -z "${ONLY:-}" ] || [ "$ONLY" = cpu ]; }; then
 	title "host CPU per run: print(1), 4 at once, $SUSTAIN (load $(load))"
 	mkdir -p "/sys/fs/cgroup/cpuacct/$PARENT-bare" 2>/dev/null || true
 	c0=$(acct "$PARENT-bare")
