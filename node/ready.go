@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -29,6 +30,7 @@ func (n *Node) readyChecks() []rest.ReadyCheck {
 	if n.etcd != nil {
 		checks = append(checks, rest.ReadyCheck{Name: "etcd", Check: n.checkEtcd})
 	}
+	checks = append(checks, rest.ReadyCheck{Name: "pool", Check: n.checkPool, Warm: true})
 	return checks
 }
 
@@ -104,4 +106,14 @@ func (n *Node) checkEtcd(ctx context.Context) error {
 		return nil
 	}
 	return unready("no member answers", errors.Join(errs...))
+}
+
+// checkPool is the warm level (GET /readyz?warm=true): every image and
+// language readied at start (--warm, --warm-sessions) has had its first
+// pool member, or provision.WarmUpLimit has passed since the start.
+func (n *Node) checkPool(context.Context) error {
+	if ok, warm, keys := n.Provisioner.Warmed(); !ok {
+		return unready(fmt.Sprintf("warming: %d of %d ready", warm, keys), nil)
+	}
+	return nil
 }

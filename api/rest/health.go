@@ -32,6 +32,11 @@ type Health struct {
 type ReadyCheck struct {
 	Name  string
 	Check func(ctx context.Context) error
+	// Warm marks a check of the warm readiness level: it runs only for
+	// GET /readyz?warm=true (the node's warm pool holds its first
+	// members), which a load balancer asks so that a node just started
+	// gets no request before it can serve one from the pool.
+	Warm bool
 }
 
 // healthz says the process serves HTTP: GET /healthz.
@@ -39,7 +44,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
 }
 
-// readyz says whether the service can take work: GET /readyz. Every
+// readyz says whether the service can take work: GET /readyz; with
+// ?warm=true, also whether it can take it warm (the checks marked Warm). Every
 // check runs (at once, each bounded by readyTimeout); the body has one
 // member per ReadyCheck, "ok" or its reason. 200 when all are ok, else a
 // 503 not-ready problem that carries the same members. Config.Ready, if
@@ -48,7 +54,21 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	checks := s.cfg.ReadyChecks
+	var warm bool
+	switch v := r.URL.Query().Get("warm"); v {
+	case "", "false", "0":
+	case "true", "1":
+		warm = true
+	default:
+		s.writeProblem(w, r, newProblem(airlock.EINVALID, "invalid", 0, "warm must be true or false"))
+		return
+	}
+	var checks []ReadyCheck
+	for _, c := range s.cfg.ReadyChecks {
+		if !c.Warm || warm {
+			checks = append(checks, c)
+		}
+	}
 	if s.cfg.Ready != nil {
 		checks = append([]ReadyCheck{{Check: s.cfg.Ready}}, checks...)
 	}

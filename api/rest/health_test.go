@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/airlockhq/airlock"
@@ -106,5 +107,41 @@ func TestReadyzChecks(t *testing.T) {
 	}
 	if strings.Contains(string(body), "secret-detail") || !strings.Contains(e.logs.String(), "secret-detail") {
 		t.Errorf("an untyped error must be logged, not shown: %s", body)
+	}
+}
+
+// A check of the warm level counts only for /readyz?warm=true: a node
+// whose pool is still filling is ready, and not ready warm; a warm value
+// that is not a boolean is a 400.
+func TestReadyzWarm(t *testing.T) {
+	var warming atomic.Bool
+	e := newEnv(t, func(c *rest.Config) {
+		c.ReadyChecks = []rest.ReadyCheck{{Name: "pool", Warm: true, Check: func(context.Context) error {
+			if warming.Load() {
+				return airlock.Errorf(airlock.EUNAVAILABLE, "warming: 1 of 3 ready")
+			}
+			return nil
+		}}}
+	})
+	warming.Store(true)
+	var h map[string]any
+	decodeJSON(t, e.do(req{method: "GET", path: "/readyz"}), 200, &h)
+	if _, ok := h["pool"]; ok {
+		t.Errorf("plain /readyz ran the warm check: %v", h)
+	}
+	for _, q := range []string{"true", "1"} {
+		p := wantProblem(t, e.do(req{method: "GET", path: "/readyz?warm=" + q}), 503, "not-ready")
+		if p.Detail != "pool: warming: 1 of 3 ready" {
+			t.Errorf("warm=%s: detail %q", q, p.Detail)
+		}
+	}
+	h = nil
+	decodeJSON(t, e.do(req{method: "GET", path: "/readyz?warm=false"}), 200, &h)
+	wantProblem(t, e.do(req{method: "GET", path: "/readyz?warm=yes%27"}), 400, "invalid")
+	warming.Store(false)
+	h = nil
+	decodeJSON(t, e.do(req{method: "GET", path: "/readyz?warm=true"}), 200, &h)
+	if h["pool"] != "ok" {
+		t.Errorf("warm /readyz: %v", h)
 	}
 }

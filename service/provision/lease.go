@@ -19,6 +19,7 @@ type Lease struct {
 	source  string
 	acquire time.Duration
 	once    sync.Once
+	ready   readyContext
 }
 
 // Sandbox is the leased sandbox.

@@ -13,6 +13,7 @@ type metrics struct {
 	poolMemory     prometheus.Gauge
 	poolReady      *prometheus.HistogramVec
 	snapshotBuilds *prometheus.CounterVec
+	readyContexts  prometheus.Counter
 }
 
 // latencyBuckets cover 1 ms to 30 s.
@@ -51,7 +52,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		snapshotBuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_snapshot_builds_total", Help: "Base snapshot builds by result (built, failed, discarded, refused: it held a credential).",
 		}, []string{"result"}),
+		readyContexts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_ready_contexts_taken_total", Help: "Code contexts a session took ready from its sandbox (started before the session, reseeded) instead of starting an interpreter.",
+		}),
 	}
-	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds)
+	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds, m.readyContexts)
 	return m
 }

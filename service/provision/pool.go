@@ -76,6 +76,7 @@ type poolEntry struct {
 	// rather than make one of their own (see Provisioner.sandboxFor),
 	// oldest first.
 	waiters []chan airlock.Sandbox
+	filled  bool // a member was readied once (Provisioner.Warmed)
 }
 
 // pool keeps ready sandboxes per warm key. A member is handed to exactly
@@ -317,6 +318,7 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 	e.filling--
 	p.filling--
 	if err == nil {
+		e.filled = true
 		if e.replenish == 0 {
 			e.replenish = took
 		} else {
@@ -372,4 +374,34 @@ func (p *pool) stats() (members int, memory int64) {
 		members += len(e.members)
 	}
 	return members, p.memory
+}
+
+// WarmUpLimit bounds how long after Start Warmed waits for the pool's
+// first members: a key that cannot be readied (an image that fails to
+// boot) must not keep the node out of service for good.
+const WarmUpLimit = 3 * time.Minute
+
+// Warmed reports whether every key registered with Warm before Start
+// has held a ready member at least once since Start (true from then on,
+// whatever the pool holds later: an empty pool under load is demand,
+// not a cold node), or WarmUpLimit has passed, or the pool is off; and
+// if not, how many keys have.
+func (p *Provisioner) Warmed() (ok bool, warm, keys int) {
+	p.mu.Lock()
+	started, since, regs := p.started, p.startedAt, p.warm
+	p.mu.Unlock()
+	if p.cfg.Pool.Disabled || p.cfg.Pool.Min < 1 {
+		return true, 0, 0
+	}
+	if !started {
+		return false, 0, len(regs)
+	}
+	p.pool.mu.Lock()
+	for _, k := range regs {
+		if e := p.pool.entries[k.id]; e != nil && e.filled {
+			warm++
+		}
+	}
+	p.pool.mu.Unlock()
+	return warm == len(regs) || time.Since(since) > WarmUpLimit, warm, len(regs)
 }

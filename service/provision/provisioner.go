@@ -28,9 +28,10 @@ type Provisioner struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 
-	mu      sync.Mutex
-	started bool
-	warm    []warmKey // registered with Warm before Start
+	mu        sync.Mutex
+	started   bool
+	startedAt time.Time
+	warm      []warmKey // registered with Warm before Start
 }
 
 // New returns a provisioner. Register warm pairs with Warm, recover
@@ -77,7 +78,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		return fmt.Errorf("provision: started twice")
 	}
-	p.started = true
+	p.started, p.startedAt = true, time.Now()
 	warm := p.warm
 	p.mu.Unlock()
 	keep := map[string]bool{}
@@ -104,11 +105,23 @@ func (p *Provisioner) Start(ctx context.Context) error {
 // Warm registers an image readied for a language under limits, before
 // any request asks: its base snapshot is built (where its recipe
 // restores) and pool members are kept ready from Start on, for the
-// recipe and each of its flavours. language "" readies the agent alone
-// (sessions). Only the default backend's sandboxes are kept warm. After
-// Start, a pair registered late (an image built while the node serves)
-// is readied at once.
+// recipe and each of its flavours. language "" readies sessions' sandboxes
+// (see WarmSessions). Only the default backend's sandboxes are kept warm.
+// After Start, a pair registered late (an image built while the node
+// serves) is readied at once.
 func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits airlock.Limits) {
+	p.warmKeys(img, language, limits, 0)
+}
+
+// WarmSessions registers the sessions of an image under limits, as
+// Warm(img, "", limits) does, with the context memory limit their
+// sessions' Specs give (Spec.ContextMemoryBytes): pool members hold the
+// recipe's code context started (Recipe.Context).
+func (p *Provisioner) WarmSessions(img *airlock.Image, limits airlock.Limits, contextMemoryBytes int64) {
+	p.warmKeys(img, "", limits, contextMemoryBytes)
+}
+
+func (p *Provisioner) warmKeys(img *airlock.Image, language airlock.Language, limits airlock.Limits, ctxMem int64) {
 	flavours := []string{""}
 	for f := range p.cfg.Recipes[img.Name][language].Flavours {
 		flavours = append(flavours, f)
@@ -116,7 +129,7 @@ func (p *Provisioner) Warm(img *airlock.Image, language airlock.Language, limits
 	p.mu.Lock()
 	var late []warmKey
 	for _, f := range flavours {
-		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits); ok {
+		if k, ok := p.keyFor(p.cfg.Backends[0], img, language, f, limits, ctxMem); ok {
 			p.warm = append(p.warm, k)
 			if p.started {
 				late = append(late, k)

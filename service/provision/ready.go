@@ -95,7 +95,7 @@ func (p *Provisioner) ready(ctx context.Context, k warmKey, id string, plain boo
 	if plain {
 		return sb, airlock.StartCold, nil
 	}
-	if err := prepare(ctx, sb, k.recipe, false); err != nil {
+	if err := prepare(ctx, sb, k, false); err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return nil, "", err
 	}

@@ -40,11 +40,26 @@ type Recipe struct {
 	// imports nothing heavy restores and runs faster than the data-science
 	// one.
 	Flavours map[string]Recipe
+	// Context is the language of a code context (protocol.ContextPython)
+	// that pool members of the recipe hold started and idle: the recipe
+	// of a session's sandbox (language ""), whose first context of that
+	// language takes it (Lease.TakeReadyContext) instead of starting an
+	// interpreter. Only Python: a Node context restored from a snapshot
+	// cannot be reseeded (docs/performance.md).
+	Context string
+	// ContextPreload are modules the ready context imports up front (in
+	// a first cell), so that a session's first cell finds them loaded.
+	ContextPreload []string
 }
 
 // FlavourLight names the flavour of a runtime with only the standard
 // library readied.
 const FlavourLight = "light"
+
+// contextPreload are the modules a session's ready Python context has
+// imported: those of the light Python. (random among them: its state is
+// what a restored clone must reseed, see Lease.TakeReadyContext.)
+var contextPreload = []string{"json", "random", "uuid", "secrets"}
 
 // DefaultRecipes are the recipes of the shipped images.
 func DefaultRecipes() map[string]map[airlock.Language]Recipe {
@@ -54,6 +69,10 @@ func DefaultRecipes() map[string]map[airlock.Language]Recipe {
 	// longer than a restore.
 	light := Recipe{Runtime: protocol.RuntimePython, Preload: []string{"json", "random", "uuid", "secrets"}}
 	plain := map[airlock.Language]Recipe{
+		// A session's sandbox: its agent and an idle Python context,
+		// booted (the context's interpreter imports no more than the
+		// light Python does).
+		"":             {Context: protocol.ContextPython, ContextPreload: contextPreload},
 		airlock.Python: light,
 		// Node is not kept warm: see protocol.RuntimePython.
 		airlock.Node: {},
@@ -68,6 +87,9 @@ func DefaultRecipes() map[string]map[airlock.Language]Recipe {
 		Runtime: protocol.RuntimePython, Preload: []string{"json", "random", "uuid", "secrets", "numpy", "pandas", "matplotlib"}, Restore: true,
 		Flavours: map[string]Recipe{FlavourLight: light},
 	}
+	// The data-science image's sessions restore theirs from a base
+	// snapshot, as its one-shot Python does.
+	ds[""] = Recipe{Context: protocol.ContextPython, ContextPreload: contextPreload, Restore: true}
 	return map[string]map[airlock.Language]Recipe{"base": plain, "python-ds": ds}
 }
 
@@ -97,12 +119,15 @@ type warmKey struct {
 	flavour string           // "" for the recipe itself
 	limits  airlock.Limits
 	recipe  Recipe
-	id      string // content hash of all of the above
+	// ctxMem is the address-space limit of the recipe's ready context
+	// (the session's ProcessMemoryBytes); 0 without one.
+	ctxMem int64
+	id     string // content hash of all of the above
 }
 
 // keyFor returns the warm key of an image and language on backend b, and
 // false when b cannot snapshot (its sandboxes are always made fresh).
-func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock.Language, flavour string, l airlock.Limits) (warmKey, bool) {
+func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock.Language, flavour string, l airlock.Limits, ctxMem int64) (warmKey, bool) {
 	snap, ok := b.(airlock.Snapshotter)
 	if !ok {
 		return warmKey{}, false
@@ -113,11 +138,20 @@ func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock
 		snapshotRecipeVersion, b.Name(), img.Hash, snap.SnapshotVersion(), lang, flavour, r.Runtime,
 		strings.Join(r.Preload, ","), strings.Join(ProgramEnv, ","))
 	fmt.Fprintf(h, "cpus=%g\nmemory=%d\ndisk=%d\npids=%d\n", l.CPUs, l.MemoryBytes, l.DiskBytes, l.Pids)
-	return warmKey{backend: b, img: img, lang: lang, flavour: flavour, limits: l, recipe: r, id: hex.EncodeToString(h.Sum(nil))}, true
+	if r.Context == "" {
+		ctxMem = 0
+	} else {
+		// Only here: the keys of recipes without a context (and their
+		// snapshots on disk) stay what they were.
+		fmt.Fprintf(h, "context=%s\ncontext-memory=%d\ncontext-preload=%s\n", r.Context, ctxMem, strings.Join(r.ContextPreload, ","))
+	}
+	return warmKey{backend: b, img: img, lang: lang, flavour: flavour, limits: l, recipe: r, ctxMem: ctxMem, id: hex.EncodeToString(h.Sum(nil))}, true
 }
 
 // restores reports whether a miss of k restores its base snapshot.
-func (k warmKey) restores() bool { return k.recipe.Restore && k.recipe.Runtime != "" }
+func (k warmKey) restores() bool {
+	return k.recipe.Restore && (k.recipe.Runtime != "" || k.recipe.Context != "")
+}
 
 // langLabel is the key's language in names and metric labels: "agent"
 // for a sandbox readied with its agent alone (a session's).

@@ -178,7 +178,7 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 			return err
 		}
 	}
-	if err := prepare(ctx, sb, k.recipe, true); err != nil {
+	if err := prepare(ctx, sb, k, true); err != nil {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return err
 	}
@@ -240,15 +240,31 @@ func (s *snapshots) scan(ctx context.Context, k warmKey, dir string) error {
 	return nil
 }
 
-// prepare readies a fresh sandbox by its recipe: the runtime started and
-// its modules imported, waiting for code; checkpoint when the sandbox is
-// checkpointed next (a base snapshot).
-func prepare(ctx context.Context, sb airlock.Sandbox, r Recipe, checkpoint bool) error {
-	if r.Runtime == "" {
-		return nil
+// prepare readies a fresh sandbox by its key's recipe: the runtime
+// started and its modules imported, waiting for code; checkpoint when the
+// sandbox is checkpointed next (a base snapshot); and the recipe's code
+// context started and idle.
+func prepare(ctx context.Context, sb airlock.Sandbox, k warmKey, checkpoint bool) error {
+	r := k.recipe
+	if r.Runtime != "" {
+		if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: ProgramEnv, Checkpoint: checkpoint}); err != nil {
+			return fmt.Errorf("prepare %s runtime: %w", r.Runtime, err)
+		}
 	}
-	if err := sb.Agent().Prepare(ctx, protocol.PrepareRequest{Runtime: r.Runtime, Preload: r.Preload, Env: ProgramEnv, Checkpoint: checkpoint}); err != nil {
-		return fmt.Errorf("prepare %s runtime: %w", r.Runtime, err)
+	if r.Context != "" {
+		id := "ctx-" + airlock.NewID()[:16]
+		if _, err := sb.Agent().CreateContext(ctx, protocol.ContextRequest{ID: id, Language: r.Context, MemoryLimitBytes: k.ctxMem}); err != nil {
+			return fmt.Errorf("start the ready %s context: %w", r.Context, err)
+		}
+		if len(r.ContextPreload) > 0 {
+			res, err := sb.Agent().RunCell(ctx, id, contextImports(r.ContextPreload), reseedTimeoutMS, io.Discard, io.Discard)
+			if err == nil && (res.Error != nil || res.Died || res.TimedOut) {
+				err = fmt.Errorf("the import cell failed (%+v)", res.Error)
+			}
+			if err != nil {
+				return fmt.Errorf("preload the ready %s context: %w", r.Context, err)
+			}
+		}
 	}
 	return nil
 }

@@ -167,6 +167,10 @@ type Spec struct {
 	// (made by the node's egress and removed with the sandbox). The claim
 	// must have asked for one.
 	Network *airlock.NetworkRequest
+	// ContextMemoryBytes is the address-space limit of the code context
+	// a session's sandbox may hold ready (Recipe.Context): the session's
+	// ProcessMemoryBytes. It is part of the warm key.
+	ContextMemoryBytes int64
 }
 
 // Acquire gets the sandbox of an admitted ticket: a ready pool member, a
@@ -195,7 +199,7 @@ func (p *Provisioner) sandbox(ctx context.Context, b airlock.Backend, s Spec) (a
 	if s.Network != nil {
 		return p.sandboxWithNetwork(ctx, b, s)
 	}
-	if k, ok := p.keyFor(b, s.Image, s.Language, s.Flavour, s.Limits); ok {
+	if k, ok := p.keyFor(b, s.Image, s.Language, s.Flavour, s.Limits, s.ContextMemoryBytes); ok {
 		return p.sandboxFor(ctx, k, s.ID, s.Labels)
 	}
 	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: s.Labels})

@@ -57,9 +57,23 @@ func (m *Manager) CreateContext(ctx context.Context, tenant *airlock.Tenant, id 
 	}
 	mem := l.rec.Limits.ProcessMemoryBytes
 	l.mu.Unlock()
-	cid := "ctx-" + m.cfg.NewID()[:16]
-	if _, err := l.sb().Agent().CreateContext(ctx, protocol.ContextRequest{ID: cid, Language: string(req.Language), MemoryLimitBytes: mem}); err != nil {
-		return nil, m.contextError(l, cid, err)
+	// A sandbox from the pool holds a Python context started and idle
+	// (provision.Recipe.Context): the first one asked for takes it.
+	known := func(id string) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		_, ok := l.contexts[id]
+		return ok
+	}
+	cid, err := l.lease.TakeReadyContext(ctx, string(req.Language), known)
+	if err != nil {
+		return nil, m.failure(l, err)
+	}
+	if cid == "" {
+		cid = "ctx-" + m.cfg.NewID()[:16]
+		if _, err := l.sb().Agent().CreateContext(ctx, protocol.ContextRequest{ID: cid, Language: string(req.Language), MemoryLimitBytes: mem}); err != nil {
+			return nil, m.contextError(l, cid, err)
+		}
 	}
 	c := &codeContext{rec: airlock.CodeContext{
 		ID: cid, SessionID: id, Language: req.Language, State: airlock.ContextIdle, CreatedAt: m.cfg.Now().UTC(),

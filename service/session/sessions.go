@@ -245,7 +245,8 @@ func (m *Manager) makeSandbox(ctx context.Context, n *newSession, ticket *provis
 			Pids:        n.limits.Pids,
 			OutputBytes: n.limits.OutputBytes,
 		},
-		Labels: map[string]string{"airlock.session": n.id, "airlock.tenant": n.tenant.ID},
+		Labels:             map[string]string{"airlock.session": n.id, "airlock.tenant": n.tenant.ID},
+		ContextMemoryBytes: n.limits.ProcessMemoryBytes,
 	}
 	if n.net.HasNetwork() || len(n.req.BrokerScopes) > 0 {
 		spec.Network = &airlock.NetworkRequest{TenantID: n.tenant.ID, SessionID: n.id, Policy: n.net, BrokerScopes: n.req.BrokerScopes}
@@ -470,6 +471,7 @@ func (m *Manager) Warm(ctx context.Context, image string, size airlock.SessionSi
 		return err
 	}
 	z := m.cfg.Sizes[size]
-	m.cfg.Provisioner.Warm(img, "", airlock.Limits{CPUs: z.CPUs, MemoryBytes: z.MemoryBytes, DiskBytes: z.DiskBytes, Pids: z.Pids, OutputBytes: m.cfg.OutputBytes})
+	m.cfg.Provisioner.WarmSessions(img, airlock.Limits{CPUs: z.CPUs, MemoryBytes: z.MemoryBytes, DiskBytes: z.DiskBytes, Pids: z.Pids, OutputBytes: m.cfg.OutputBytes},
+		int64(float64(z.MemoryBytes)*m.cfg.ProcessMemory))
 	return nil
 }
