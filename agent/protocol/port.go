@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/airlockhq/airlock"
 )
 
 // OpPort opens a TCP connection to Request.Port on the loopback of the
@@ -359,3 +361,4 @@ func (p *portConn) wake(t time.Time) {
 		p.mu.Unlock()
 	})
 }
+var _ airlock.AgentPorts = (*Client)(nil)
