@@ -313,12 +313,15 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, tenant *airlock.
 			}
 		}()
 	}
+	// Recorded even when the proxy aborts a response half sent.
+	defer func() {
+		verdict := airlock.VerdictAllowed
+		if rq.err != nil {
+			verdict = airlock.VerdictFailed
+		}
+		s.record(t, r, rq, start, mw.statusCode(), how, verdict)
+	}()
 	s.rp.ServeHTTP(mw, r.WithContext(ctx))
-	verdict := airlock.VerdictAllowed
-	if rq.err != nil {
-		verdict = airlock.VerdictFailed
-	}
-	s.record(t, r, rq, start, mw.statusCode(), how, verdict)
 }
 
 // cookieValid reports whether the request's preview cookie opens the port.
