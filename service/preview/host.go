@@ -15,7 +15,8 @@ var ErrBadHost = errors.New("preview: not a preview host")
 // or sign, the session ID 32 lower-case hex digits, the domain exactly
 // domain (case-insensitively, one trailing dot allowed). under says
 // whether host is under domain at all (a Host under it that does not
-// parse is refused, never served as the API).
+// parse is refused, never served as the API; so is any Host that
+// mentions the domain at all).
 func ParseHost(host, domain string) (port int, sessionID string, under bool, err error) {
 	if domain == "" || len(host) > 300 {
 		return 0, "", false, ErrBadHost
@@ -28,9 +29,15 @@ func ParseHost(host, domain string) (port int, sessionID string, under bool, err
 		h, listen, hasListen = h[:i], h[i+1:], true
 	}
 	h = strings.TrimSuffix(h, ".")
+	// Anything that names the domain and is not exactly a preview host
+	// is refused, never taken for the API.
+	mentions := strings.Contains(strings.ToLower(host), domain)
+	if h == domain {
+		return 0, "", false, ErrBadHost // the bare domain may be the API's own name
+	}
 	label, ok := strings.CutSuffix(h, "."+domain)
 	if !ok {
-		return 0, "", false, ErrBadHost
+		return 0, "", mentions, ErrBadHost
 	}
 	if hasListen && (listen == "" || len(listen) > 5 || !allDigits(listen)) {
 		return 0, "", true, ErrBadHost
