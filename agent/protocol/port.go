@@ -361,4 +361,5 @@ func (p *portConn) wake(t time.Time) {
 		p.mu.Unlock()
 	})
 }
+
 var _ airlock.AgentPorts = (*Client)(nil)
