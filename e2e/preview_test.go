@@ -111,7 +111,9 @@ func TestPreview(t *testing.T) {
 			t.Fatalf("start the server: %+v %v", ex, err)
 		}
 	}
-	pathURL := func(s *airlock.Session, rest string) string { return d.url + "/v1/sessions/" + s.ID + "/ports/8000" + rest }
+	pathURL := func(s *airlock.Session, rest string) string {
+		return d.url + "/v1/sessions/" + s.ID + "/ports/8000" + rest
+	}
 	hostOf := func(s *airlock.Session) string { return fmt.Sprintf("8000-%s.%s", s.ID, previewDomain) }
 	get := func(u, host string, hdr map[string]string) (int, string) {
 		t.Helper()
