@@ -312,6 +312,8 @@ func (s *server) dispatch(f protocol.Frame) {
 		}()
 	case protocol.OpAttach:
 		s.attach(f.Stream, req.PID)
+	case protocol.OpPort:
+		go s.port(f.Stream, req.Port) // connecting may take a moment
 	case protocol.OpShutdown:
 		s.procs.killAll()
 		s.respond(f.Stream, protocol.Response{})

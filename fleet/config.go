@@ -143,7 +143,11 @@ type Config struct {
 	// WrapTransport, if set, wraps the transport that carries forwarded
 	// requests (tracing); the transport it wraps dials only NodeRanges.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
-	Logger        *slog.Logger
+	// PreviewHost, if set, reads a preview URL's Host
+	// ({port}-{session_id}.{preview domain}): such a request goes to the
+	// node holding the session, with its Host kept, whatever its path.
+	PreviewHost func(host string) (sessionID string, ok bool)
+	Logger      *slog.Logger
 }
 
 // Validate reports whether c can be used; zero durations, K, Prefix and

@@ -64,8 +64,14 @@ func (f *Fleet) Handler(local http.Handler) http.Handler {
 			f.serveLocal(w, r, local, alloc, true)
 			return
 		}
+		if sid, ok := f.previewHost(r); ok {
+			// A preview's key, token or public port is checked by the
+			// node holding the session.
+			f.serveOwned(w, r, local, sid)
+			return
+		}
 		kind, sid := classify(r)
-		if (kind != "" || sid != "") && r.Header.Get(headerE2BSandbox) == "" {
+		if (kind != "" || sid != "") && r.Header.Get(headerE2BSandbox) == "" && !isPreviewPath(r) {
 			// Who asks, before anything is placed or looked up in etcd.
 			// (An E2B sandbox's data-plane requests carry its access
 			// token, which only the node holding it can check.)
@@ -82,6 +88,32 @@ func (f *Fleet) Handler(local http.Handler) http.Handler {
 			f.serveLocal(w, r, local, "", false)
 		}
 	})
+}
+
+// previewHost reads a preview URL's Host, if the node serves them.
+func (f *Fleet) previewHost(r *http.Request) (string, bool) {
+	if f.cfg.PreviewHost == nil {
+		return "", false
+	}
+	return f.cfg.PreviewHost(r.Host)
+}
+
+// isPreviewPath reports whether r is for a session's port through the
+// path form, /v1/sessions/{id}/ports/{port}/{path...}, other than the
+// token routes (POST and DELETE .../token, which need the key).
+func isPreviewPath(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, "/", 4) // id, "ports", port, path
+	if len(parts) < 4 || parts[1] != "ports" {
+		return false
+	}
+	if parts[3] == "token" && (r.Method == http.MethodPost || r.Method == http.MethodDelete) {
+		return false
+	}
+	return true
 }
 
 // authenticate answers a request no tenant's key vouches for with a
@@ -392,6 +424,9 @@ func (f *Fleet) forward(w http.ResponseWriter, r *http.Request, n Node, alloc st
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			h := pr.In.Context().Value(hopKey{}).(*hop)
 			pr.SetURL(h.target)
+			if _, ok := f.previewHost(pr.In); ok {
+				pr.Out.Host = pr.In.Host // the holder routes a preview by its Host
+			}
 			pr.SetXForwarded()
 			for k, v := range h.sig {
 				pr.Out.Header[k] = v

@@ -11,6 +11,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/fleet"
+	"github.com/airlockhq/airlock/service/preview"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/session"
@@ -71,6 +72,7 @@ type Config struct {
 	Sessions SessionsConfig
 	Egress   EgressConfig
 	API      APIConfig
+	Preview  PreviewConfig
 	E2B      E2BConfig
 	Quotas   QuotaConfig
 	Abuse    AbuseConfig
@@ -102,6 +104,18 @@ type APIConfig struct {
 	MetricsKey string
 }
 
+// PreviewConfig are the settings of preview URLs (service/preview).
+type PreviewConfig struct {
+	// Domain turns on Host routing, {port}-{session_id}.Domain; the
+	// path form /v1/sessions/{id}/ports/{port}/ works without it.
+	Domain string
+	// MaxConns bounds the preview requests open at once to one session.
+	MaxConns int
+	// MaxMiB bounds the MiB one session's previews carry, both ways, over
+	// its life; 0 for no limit.
+	MaxMiB int64
+}
+
 // Defaults is the configuration airlockd's flags default to.
 func Defaults() Config {
 	return Config{
@@ -113,6 +127,7 @@ func Defaults() Config {
 		MaxConcurrent:  8,
 		TenantShare:    0.75,
 		KeepSessions:   true,
+		Preview:        PreviewConfig{MaxConns: preview.DefaultMaxConns, MaxMiB: preview.DefaultMaxBytes >> 20},
 		CgroupParent:   "airlock",
 		Pool:           provision.PoolConfig{Min: 1, Max: 8, MemoryBudget: 2048 << 20, MaxAge: 10 * time.Minute},
 		Warm:           []string{"python-ds/python", "base/bash", "base/node", "base/sql"},
@@ -156,6 +171,14 @@ func Defaults() Config {
 func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		return badConfig("no state directory")
+	}
+	if c.Preview.Domain != "" {
+		if err := preview.ValidDomain(c.Preview.Domain); err != nil {
+			return badConfig("--preview-domain: %v", err)
+		}
+	}
+	if c.Preview.MaxConns < 0 || c.Preview.MaxMiB < 0 {
+		return badConfig("--preview-max-conns and --preview-max-mib must not be negative")
 	}
 	if c.Listen == "" {
 		return badConfig("no listen address")

@@ -18,6 +18,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/tracing"
+	"github.com/airlockhq/airlock/service/preview"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/session"
 )
@@ -185,7 +186,7 @@ var _ fleet.Local = fleetLocal{}
 // error, without --etcd.
 func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
 	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store,
-	auth fleet.Authenticator, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
+	auth fleet.Authenticator, previewDomain string, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
 	}
@@ -239,6 +240,7 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 		LeaseFile:  filepath.Join(stateDir, "fleet.lease"),
 		// Forwards carry the trace on (a forward span per hop).
 		WrapTransport: func(base http.RoundTripper) http.RoundTripper { return &tracing.Transport{Base: base} },
+		PreviewHost:   previewHostOf(previewDomain),
 		Logger:        logger,
 	})
 	if err != nil {
@@ -260,7 +262,7 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 func (n *Node) joinFleet(ctx context.Context) error {
 	c := n.cfg
 	fl, cli, err := startFleet(ctx, c.Fleet, c.Sessions.Sizes, c.limits(), c.Sessions.Max, c.MaxConcurrent, c.StateDir, n.Sessions, n.Provisioner, n.Store,
-		n.fleetAuth(), n.logger)
+		n.fleetAuth(), c.Preview.Domain, n.logger)
 	if err != nil || fl == nil {
 		return err
 	}
@@ -287,4 +289,16 @@ func (n *Node) fleetAuth() fleet.Authenticator {
 		}
 		return n.api.Authenticate(r)
 	})
+}
+
+// previewHostOf reads a preview URL's Host for the fleet's routing; nil
+// without a preview domain.
+func previewHostOf(domain string) func(string) (string, bool) {
+	if domain == "" {
+		return nil
+	}
+	return func(host string) (string, bool) {
+		_, sid, _, err := preview.ParseHost(host, domain)
+		return sid, err == nil
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock/api/rest"
 	"github.com/airlockhq/airlock/internal/httpmetrics"
 	"github.com/airlockhq/airlock/internal/tracing"
+	"github.com/airlockhq/airlock/service/preview"
 	"github.com/airlockhq/airlock/service/watch"
 )
 
@@ -68,6 +69,22 @@ func (n *Node) listen(ctx context.Context) error {
 	if n.Webhooks != nil {
 		restCfg.Webhooks = n.Webhooks
 	}
+	if n.Sessions != nil {
+		maxBytes := c.Preview.MaxMiB << 20
+		if maxBytes == 0 {
+			maxBytes = -1 // no limit
+		}
+		pv, err := preview.New(preview.Config{
+			Targets: n.Sessions, Keys: n.Store, SigningKey: signingKey, Domain: c.Preview.Domain,
+			MaxConns: c.Preview.MaxConns, MaxBytes: maxBytes, Audit: n.Store, Logger: n.logger,
+		})
+		if err != nil {
+			return err
+		}
+		n.Preview = pv
+		n.onClose(pv.Close)
+		restCfg.Preview = pv
+	}
 	if n.parts.rest != nil {
 		n.parts.rest(&restCfg)
 	}
@@ -94,6 +111,10 @@ func (n *Node) listen(ctx context.Context) error {
 			n.Handler = n.E2B.Wrap(n.Handler)
 		}
 	}
+	if n.Preview != nil {
+		// A Host under the preview domain is a preview, never the API.
+		n.Handler = n.Preview.Wrap(n.Handler)
+	}
 	if n.Fleet != nil {
 		// Any node takes any request: new runs and sessions are placed,
 		// a session's requests go to its node.
@@ -112,6 +133,13 @@ func (n *Node) listen(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	// HTTP/2 without TLS (prior knowledge, h2c) beside HTTP/1.1: preview
+	// URLs carry it through to the client; behind a TLS proxy, the
+	// proxy speaks h2 to browsers.
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	n.srv.Protocols = &protos
 	if n.Watch != nil {
 		n.srv.RegisterOnShutdown(n.Watch.Close) // watches last as long as their sessions: end them
 	}

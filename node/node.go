@@ -24,6 +24,7 @@ import (
 	"github.com/airlockhq/airlock/service/egress"
 	"github.com/airlockhq/airlock/service/image"
 	"github.com/airlockhq/airlock/service/oneshot"
+	"github.com/airlockhq/airlock/service/preview"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/run"
@@ -60,6 +61,7 @@ type Node struct {
 	Fleet       *fleet.Fleet     // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen
+	Preview     *preview.Service
 	// Handler is what the API listener serves.
 	Handler http.Handler
 

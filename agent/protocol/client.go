@@ -129,7 +129,7 @@ func (c *Client) readLoop() {
 			continue
 		}
 		switch f.Type {
-		case TResponse, TStdout, TStderr, TExit, TData, TDataEnd, TError:
+		case TResponse, TStdout, TStderr, TExit, TData, TDataEnd, TError, TWindow:
 		default:
 			c.fail(fmt.Errorf("protocol: agent sent a %s frame", f.Type))
 			c.conn.Close()
@@ -153,6 +153,11 @@ func (c *Client) readLoop() {
 
 // open registers a new stream and sends its request.
 func (c *Client) open(req Request) (uint32, *stream, error) {
+	return c.openSized(req, 16)
+}
+
+// openSized is open with room for size frames queued on the stream.
+func (c *Client) openSized(req Request, size int) (uint32, *stream, error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -161,7 +166,7 @@ func (c *Client) open(req Request) (uint32, *stream, error) {
 	}
 	id := c.next
 	c.next += 2
-	s := &stream{frames: make(chan Frame, 16), gone: make(chan struct{})}
+	s := &stream{frames: make(chan Frame, size), gone: make(chan struct{})}
 	c.streams[id] = s
 	c.mu.Unlock()
 	if err := c.write(Frame{Type: TRequest, Stream: id, Payload: Encode(req)}); err != nil {

@@ -33,10 +33,14 @@ const (
 	TDataEnd    Type = 10 // [both] end of file bytes
 	TError      Type = 11 // [agent->host] JSON ErrorMessage, ends a stream
 	TSignal     Type = 12 // [host->agent] JSON SignalRequest for a running exec
+	TWindow     Type = 13 // [both] 4-byte big-endian count of a port stream's bytes consumed; see port.go
 )
 
+// lastType is the highest frame type ReadFrame accepts.
+const lastType = TWindow
+
 func (t Type) String() string {
-	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal"}
+	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal", "window"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -79,7 +83,7 @@ func ReadFrame(r io.Reader) (Frame, error) {
 		return Frame{}, err
 	}
 	f := Frame{Type: Type(h[0]), Stream: binary.BigEndian.Uint32(h[1:5])}
-	if f.Type == 0 || f.Type > TSignal {
+	if f.Type == 0 || f.Type > lastType {
 		return Frame{}, fmt.Errorf("%w: %d", ErrBadType, h[0])
 	}
 	n := binary.BigEndian.Uint32(h[5:9])

@@ -168,7 +168,7 @@ func TestReadFrameErrors(t *testing.T) {
 		{"header only, payload announced", header(protocol.TData, 1, 10), io.ErrUnexpectedEOF},
 		{"truncated payload", append(header(protocol.TData, 1, 10), "12345"...), io.ErrUnexpectedEOF},
 		{"type zero", header(0, 1, 0), protocol.ErrBadType},
-		{"type after signal", header(protocol.TSignal+1, 1, 0), protocol.ErrBadType},
+		{"type after window", header(protocol.TWindow+1, 1, 0), protocol.ErrBadType},
 		{"type 255", header(255, 1, 0), protocol.ErrBadType},
 		{"too large", header(protocol.TStdout, 1, protocol.MaxPayload+1), protocol.ErrFrameTooLarge},
 	}
@@ -183,12 +183,12 @@ func TestReadFrameErrors(t *testing.T) {
 }
 
 func TestTypeString(t *testing.T) {
-	for typ := protocol.THello; typ <= protocol.TSignal; typ++ {
+	for typ := protocol.THello; typ <= protocol.TWindow; typ++ {
 		if s := typ.String(); s == "" || s[:4] == "type" {
 			t.Errorf("type %d has no name: %q", typ, s)
 		}
 	}
-	for _, typ := range []protocol.Type{0, protocol.TSignal + 1, 255} {
+	for _, typ := range []protocol.Type{0, protocol.TWindow + 1, 255} {
 		if s := typ.String(); s[:4] != "type" {
 			t.Errorf("unknown type %d named %q", typ, s)
 		}
@@ -218,7 +218,7 @@ func FuzzReadFrame(f *testing.F) {
 			if len(fr.Payload) > protocol.MaxPayload {
 				t.Fatalf("payload of %d bytes", len(fr.Payload))
 			}
-			if fr.Type == 0 || fr.Type > protocol.TSignal {
+			if fr.Type == 0 || fr.Type > protocol.TWindow {
 				t.Fatalf("accepted type %d", fr.Type)
 			}
 			var out bytes.Buffer

@@ -78,6 +78,8 @@ type Request struct {
 
 	Dest      string `json:"dest,omitempty"`      // move: the new path; see fsops.go
 	Recursive bool   `json:"recursive,omitempty"` // remove: a whole directory tree
+
+	Port int `json:"port,omitempty"` // port: the TCP port on the sandbox's loopback; see port.go
 }
 
 // Validate checks a request (the agent calls it on what the host sends).
@@ -112,6 +114,8 @@ func (r *Request) Validate() error {
 		return err
 	case OpMove:
 		return r.validateMove()
+	case OpPort:
+		return ValidatePort(r.Port)
 	}
 	return fmt.Errorf("unknown op %q", r.Op)
 }

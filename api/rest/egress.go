@@ -45,7 +45,7 @@ func (s *Server) setSessionNetwork(w http.ResponseWriter, r *http.Request) {
 // egressKinds and egressVerdicts are the filter values GET .../egress
 // takes.
 var (
-	egressKinds    = []string{airlock.EgressConnection, airlock.EgressDNS, airlock.EgressBroker, airlock.EgressDrops, airlock.EgressPolicy}
+	egressKinds    = []string{airlock.EgressConnection, airlock.EgressDNS, airlock.EgressBroker, airlock.EgressDrops, airlock.EgressPolicy, airlock.EgressPreview}
 	egressVerdicts = []string{airlock.VerdictAllowed, airlock.VerdictDenied, airlock.VerdictClosed, airlock.VerdictFailed}
 )
 

@@ -85,6 +85,18 @@ var routes = []route{
 	{http.MethodPost, "/v1/sessions/{id}/pause", (*Server).pauseSession, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/resume", (*Server).resumeSession, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/fork", (*Server).forkSession, authBearer},
+	// Preview URLs (preview.go): the tenant's key, a preview token or a
+	// public port opens a port; the service decides.
+	{http.MethodGet, "/v1/sessions/{id}/ports/{port}", (*Server).getPreviewPort, authBearer},
+	{http.MethodPut, "/v1/sessions/{id}/ports/{port}", (*Server).setPreviewPort, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/ports/{port}/token", (*Server).createPreviewToken, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/ports/{port}/token", (*Server).revokePreviewTokens, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
+	{http.MethodPost, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
+	{http.MethodPut, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
+	{http.MethodPatch, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
+	{http.MethodDelete, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
+	{http.MethodOptions, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},

@@ -80,6 +80,9 @@ type Config struct {
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
 	// is empty.
 	EgressLog airlock.EgressStore
+	// Preview serves preview URLs (/v1/sessions/{id}/ports/...); nil
+	// answers 501 preview-disabled.
+	Preview airlock.PreviewService
 	// Admin serves the admin API (/v1/admin/...); nil answers 501
 	// admin-disabled.
 	Admin AdminStore

@@ -234,6 +234,9 @@ func (f *flags) registerAPI() {
 	r.boolean(&c.E2B.Enabled, "e2b", groupAPI, "serve the E2B-compatible API (for E2B's SDKs with E2B_API_URL and E2B_SANDBOX_URL set to this server) on --listen")
 	r.str(&c.E2B.Listen, "e2b-listen", groupAPI, "also serve the E2B-compatible API alone on this address (e.g. 127.0.0.1:3000); off when empty")
 	r.repeat(templateFlag(c.E2B.Templates), "e2b-template", groupAPI, "E2B template name to image, NAME=IMAGE (repeatable; defaults code-interpreter-v1=python-ds, code-interpreter=python-ds, base=base)")
+	r.str(&c.Preview.Domain, "preview-domain", groupAPI, "serve preview URLs by Host as {port}-{session_id}.DOMAIN (a wildcard DNS name pointing at this server); off when empty, when /v1/sessions/{id}/ports/{port}/ still works")
+	r.integer(&c.Preview.MaxConns, "preview-max-conns", groupAPI, "preview requests (and WebSockets) open at once to one session; past it 429")
+	r.int64(&c.Preview.MaxMiB, "preview-max-mib", "MiB", groupAPI, "MiB one session's previews may carry, both ways, over its life; past it 429 (0: no limit)")
 	r.str(&c.DebugListen, "debug-listen", groupAPI, "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); beyond loopback only with --metrics-key, which they then require; off when empty")
 }
 
