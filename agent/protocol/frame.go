@@ -33,10 +33,11 @@ const (
 	TDataEnd    Type = 10 // [both] end of file bytes
 	TError      Type = 11 // [agent->host] JSON ErrorMessage, ends a stream
 	TSignal     Type = 12 // [host->agent] JSON SignalRequest for a running exec
+	TResize     Type = 13 // [host->agent] JSON ResizeRequest for an exec on a PTY; see pty.go
 )
 
 func (t Type) String() string {
-	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal"}
+	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal", "resize"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -79,7 +80,7 @@ func ReadFrame(r io.Reader) (Frame, error) {
 		return Frame{}, err
 	}
 	f := Frame{Type: Type(h[0]), Stream: binary.BigEndian.Uint32(h[1:5])}
-	if f.Type == 0 || f.Type > TSignal {
+	if f.Type == 0 || f.Type > TResize {
 		return Frame{}, fmt.Errorf("%w: %d", ErrBadType, h[0])
 	}
 	n := binary.BigEndian.Uint32(h[5:9])
