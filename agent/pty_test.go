@@ -80,7 +80,7 @@ func TestExecPTY(t *testing.T) {
 
 func TestExecPTYBadSize(t *testing.T) {
 	h := start(t)
-	for _, size := range []airlock.PTYSize{{0, 24}, {80, 0}, {-1, 5}, {80, protocol.MaxPTYCells + 1}} {
+	for _, size := range []airlock.PTYSize{{Cols: 0, Rows: 24}, {Cols: 80, Rows: 0}, {Cols: -1, Rows: 5}, {Cols: 80, Rows: protocol.MaxPTYCells + 1}} {
 		_, err := h.c.Exec(h.ctx(5*time.Second), protocol.ExecRequest{Argv: []string{"/bin/sh"}, PTY: &size}, nil, nil)
 		if err == nil {
 			t.Errorf("size %+v accepted", size)

@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/airlockhq/airlock"
+)
 
 // Terminals: an exec with PTY set runs its program on a pseudo-terminal.
 // The program's output (stdout and stderr, one stream on a terminal)
@@ -9,7 +13,7 @@ import "fmt"
 // terminal's size. The agent ignores TResize for an exec without a PTY.
 
 // MaxPTYCells bounds either side of a terminal.
-const MaxPTYCells = 1000
+const MaxPTYCells = airlock.MaxPTYCells
 
 // ResizeRequest is a terminal's new size in character cells.
 type ResizeRequest struct {
