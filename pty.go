@@ -1,6 +1,9 @@
 package airlock
 
-import "strings"
+import (
+	"context"
+	"strings"
+)
 
 // Terminals (PTYs) of a session. A PTY is a program (by default the
 // sandbox user's login shell) running on a pseudo-terminal in the
@@ -70,4 +73,34 @@ type PTYInfo struct {
 	PID       int    `json:"pid"` // inside the sandbox
 	Cols      int    `json:"cols"`
 	Rows      int    `json:"rows"`
+}
+
+// PTYService serves the terminals of sessions (the session manager).
+type PTYService interface {
+	// CreatePTY starts a program on a new terminal in the tenant's
+	// session.
+	CreatePTY(ctx context.Context, tenant *Tenant, sessionID string, req CreatePTYRequest) (*PTYInfo, error)
+	// AttachPTY attaches a client to a terminal; its Output starts with
+	// the terminal's scrollback.
+	AttachPTY(ctx context.Context, tenant *Tenant, sessionID, ptyID string) (PTYAttachment, error)
+	// DeletePTY ends a terminal (its program's process group is killed).
+	DeletePTY(ctx context.Context, tenant *Tenant, sessionID, ptyID string) error
+}
+
+// PTYAttachment is one client attached to a terminal.
+type PTYAttachment interface {
+	Info() PTYInfo
+	// Output delivers the scrollback, then the live output; it is closed
+	// when the client is detached (Detach, or too slow to keep up) or
+	// the terminal has ended.
+	Output() <-chan []byte
+	// Done is closed when the terminal has ended; Exit then says how its
+	// program ended (an error: unknown, the session or server ended).
+	Done() <-chan struct{}
+	Exit() (ExitStatus, error)
+	// Input types into the terminal; Resize changes its size.
+	Input(b []byte) error
+	Resize(cols, rows int) error
+	// Detach lets go of the terminal; it runs on.
+	Detach()
 }

@@ -87,5 +87,9 @@ var routes = []route{
 	{http.MethodPost, "/v1/sessions/{id}/fork", (*Server).forkSession, authBearer},
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
+	// Terminals (pty.go).
+	{http.MethodPost, "/v1/sessions/{id}/pty", (*Server).createPTY, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/pty/{pty_id}", (*Server).attachPTY, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/pty/{pty_id}", (*Server).deletePTY, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
 }

@@ -33,7 +33,7 @@ type PTY struct {
 
 	mu      sync.Mutex
 	ring    []byte // the latest output, at most PTYScrollbackBytes
-	subs    map[*PTYAttachment]struct{}
+	subs    map[*attachment]struct{}
 	status  airlock.ExitStatus
 	waitErr error
 }
@@ -61,8 +61,8 @@ func (t *PTY) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// PTYAttachment is one client attached to a PTY.
-type PTYAttachment struct {
+// attachment is one client attached to a PTY.
+type attachment struct {
 	t        *PTY
 	out      chan []byte
 	outOnce  sync.Once
@@ -72,29 +72,29 @@ type PTYAttachment struct {
 // attachQueue bounds the chunks queued for one client.
 const attachQueue = 256
 
-func (a *PTYAttachment) closeOut() { a.outOnce.Do(func() { close(a.out) }) }
+func (a *attachment) closeOut() { a.outOnce.Do(func() { close(a.out) }) }
 
 // Info describes the PTY.
-func (a *PTYAttachment) Info() airlock.PTYInfo { return a.t.info }
+func (a *attachment) Info() airlock.PTYInfo { return a.t.info }
 
 // Output delivers the scrollback (first) and then the live output; it is
 // closed when the client is detached (Detach, or too slow) or the PTY
 // has ended.
-func (a *PTYAttachment) Output() <-chan []byte { return a.out }
+func (a *attachment) Output() <-chan []byte { return a.out }
 
 // Done is closed when the PTY has ended.
-func (a *PTYAttachment) Done() <-chan struct{} { return a.t.done }
+func (a *attachment) Done() <-chan struct{} { return a.t.done }
 
 // Exit is the program's exit status once Done is closed; an error means
 // it is unknown (the session or the server ended).
-func (a *PTYAttachment) Exit() (airlock.ExitStatus, error) {
+func (a *attachment) Exit() (airlock.ExitStatus, error) {
 	a.t.mu.Lock()
 	defer a.t.mu.Unlock()
 	return a.t.status, a.t.waitErr
 }
 
 // Input types b into the terminal.
-func (a *PTYAttachment) Input(b []byte) error {
+func (a *attachment) Input(b []byte) error {
 	for len(b) > 0 {
 		n := min(len(b), airlock.MaxStdinBytes)
 		if _, err := a.t.p.Write(b[:n]); err != nil {
@@ -106,7 +106,7 @@ func (a *PTYAttachment) Input(b []byte) error {
 }
 
 // Resize changes the terminal's size.
-func (a *PTYAttachment) Resize(cols, rows int) error {
+func (a *attachment) Resize(cols, rows int) error {
 	if err := airlock.ValidatePTYSize(cols, rows); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (a *PTYAttachment) Resize(cols, rows int) error {
 }
 
 // Detach lets go of the PTY; it runs on.
-func (a *PTYAttachment) Detach() {
+func (a *attachment) Detach() {
 	a.t.mu.Lock()
 	delete(a.t.subs, a)
 	a.t.mu.Unlock()
@@ -169,7 +169,7 @@ func (m *Manager) CreatePTY(ctx context.Context, tenant *airlock.Tenant, id stri
 		l.ptys.m = map[string]*PTY{}
 	}
 	ptyID := "pty-" + m.cfg.NewID()[:16]
-	t := &PTY{info: airlock.PTYInfo{PTYID: ptyID, SessionID: id, Cols: req.Cols, Rows: req.Rows}, done: make(chan struct{}), subs: map[*PTYAttachment]struct{}{}}
+	t := &PTY{info: airlock.PTYInfo{PTYID: ptyID, SessionID: id, Cols: req.Cols, Rows: req.Rows}, done: make(chan struct{}), subs: map[*attachment]struct{}{}}
 	l.ptys.m[ptyID] = t // holds the place while it starts
 	l.ptys.mu.Unlock()
 	forget := func() {
@@ -232,12 +232,12 @@ func (m *Manager) pty(ctx context.Context, tenant *airlock.Tenant, id, ptyID str
 
 // AttachPTY attaches a client to a terminal of the tenant's session. Its
 // Output starts with the scrollback.
-func (m *Manager) AttachPTY(ctx context.Context, tenant *airlock.Tenant, id, ptyID string) (*PTYAttachment, error) {
+func (m *Manager) AttachPTY(ctx context.Context, tenant *airlock.Tenant, id, ptyID string) (airlock.PTYAttachment, error) {
 	t, err := m.pty(ctx, tenant, id, ptyID)
 	if err != nil {
 		return nil, err
 	}
-	a := &PTYAttachment{t: t, out: make(chan []byte, attachQueue+1)}
+	a := &attachment{t: t, out: make(chan []byte, attachQueue+1)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	select {
@@ -276,3 +276,5 @@ func (m *Manager) DeletePTY(ctx context.Context, tenant *airlock.Tenant, id, pty
 		return ctx.Err()
 	}
 }
+
+var _ airlock.PTYService = (*Manager)(nil)
