@@ -29,6 +29,7 @@ type CreatePTYRequest struct {
 	Rows int               `json:"rows"`
 	Cmd  []string          `json:"cmd,omitempty"` // default DefaultPTYCmd
 	Env  map[string]string `json:"env,omitempty"`
+	Cwd  string            `json:"cwd,omitempty"` // default /workspace
 }
 
 // Validate checks a PTY request.
@@ -38,6 +39,9 @@ func (r *CreatePTYRequest) Validate() error {
 	}
 	if len(r.Cmd) > 0 && r.Cmd[0] == "" {
 		return Problem(EINVALID, "invalid-pty", "cmd[0] is empty")
+	}
+	if len(r.Cwd) > 4096 || strings.ContainsRune(r.Cwd, 0) {
+		return Problem(EINVALID, "invalid-pty", "bad cwd")
 	}
 	n := 0
 	for _, a := range r.Cmd {

@@ -184,7 +184,7 @@ func (m *Manager) CreatePTY(ctx context.Context, tenant *airlock.Tenant, id stri
 	mem := l.rec.Limits.ProcessMemoryBytes
 	l.mu.Unlock()
 	p, err := l.sb().Agent().Exec(ctx, airlock.ExecRequest{
-		Argv: argv, Env: env, Stdin: true, MemoryLimitBytes: mem,
+		Argv: argv, Env: env, Cwd: req.Cwd, Stdin: true, MemoryLimitBytes: mem,
 		PTY: &airlock.PTYSize{Cols: req.Cols, Rows: req.Rows},
 	}, t, nil)
 	if err != nil {
