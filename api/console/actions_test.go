@@ -183,6 +183,19 @@ func TestConsoleActions(t *testing.T) {
 		poll(text("#cells .cell pre.stdout")+` === '43\n' && document.querySelectorAll('#cells .cell').length === 3`))
 	p.shot("session-cells-1280.png")
 
+	// The terminal: typed into through xterm.js, its output drawn; the
+	// command's output (not the echo of what was typed) shows it ran.
+	// Ending it closes the WebSocket with the shell's exit.
+	p.step("type into the terminal",
+		chromedp.Click(chromedp.CSS("#terminal-open")),
+		poll(text("#terminal-state")+`.startsWith('Terminal ')`),
+		chromedp.SendKeys(chromedp.CSS("#terminal textarea.xterm-helper-textarea"), "echo term-$((6*7))\r"),
+		poll(`(document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42')`))
+	p.shot("session-terminal-1280.png")
+	p.step("end the terminal",
+		chromedp.Click(chromedp.CSS("#terminal-end")),
+		poll(text("#terminal-state")+`.includes('The terminal closed: exit')`))
+
 	// Upload a file from this computer; download the one the code made.
 	local := filepath.Join(t.TempDir(), "hello.txt")
 	upload := "uploaded " + tok + "\n"
