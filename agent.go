@@ -115,6 +115,22 @@ type ExecRequest struct {
 	// one-shot run, handed in with the exec in one round trip. Bounded
 	// by the protocol (MaxInlineFiles, MaxInlineBytes).
 	Files []InlineFile `json:"files,omitempty"`
+	// PTY, if set, runs the program on a pseudo-terminal of that size:
+	// its stdin, stdout and stderr are the terminal, its output comes as
+	// stdout, and the host may resize it (Resizer).
+	PTY *PTYSize `json:"pty,omitempty"`
+}
+
+// PTYSize is the size of a terminal in character cells.
+type PTYSize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Resizer is implemented by a Process started with a PTY: Resize changes
+// the size of its terminal (the program gets SIGWINCH).
+type Resizer interface {
+	Resize(cols, rows int) error
 }
 
 // InlineFile is a small file handed in with an exec.

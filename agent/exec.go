@@ -61,6 +61,7 @@ type program struct {
 	pid    int
 	exited atomic.Bool // reaped: its PID may be someone else's now
 	stdin  *stdinQueue // nil when the exec did not ask for stdin
+	tty    *terminal   // the program's terminal; nil without a PTY
 
 	mu sync.Mutex
 	// Set when a request takes the program (at its start, or when it
@@ -247,6 +248,11 @@ func (h *procStream) frame(f protocol.Frame) {
 		if protocol.Decode(f.Payload, &m) == nil {
 			h.p.signal(syscall.Signal(m.Signal))
 		}
+	case protocol.TResize:
+		var m protocol.ResizeRequest
+		if h.exec && h.p.tty != nil && protocol.Decode(f.Payload, &m) == nil {
+			h.p.tty.resize(m.Cols, m.Rows)
+		}
 	}
 }
 
@@ -295,6 +301,10 @@ func (s *server) exec(stream uint32, req *protocol.ExecRequest) {
 	cmd.Dir = cwd
 	cmd.Env = append(append([]string{}, s.cfg.Env...), req.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if req.PTY != nil {
+		s.execPTY(stream, req, cmd)
+		return
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -403,7 +413,9 @@ func (c *core) supervise(p *program, cmd *exec.Cmd, wg *sync.WaitGroup, outR, er
 	case <-done:
 	case <-time.After(drainGrace):
 		outR.Close()
-		errR.Close()
+		if errR != nil {
+			errR.Close()
+		}
 		<-done
 	}
 	if p.stdin != nil {

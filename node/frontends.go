@@ -63,6 +63,7 @@ func (n *Node) listen(ctx context.Context) error {
 		QuotaNames:   quotaNames(),
 		Keep:         n.Sessions,
 		Feed:         n.Store,
+		PTYs:         n.Sessions,
 		SigningKey:   signingKey,
 		Logger:       n.logger,
 	}

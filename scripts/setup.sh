@@ -138,6 +138,8 @@ if [ "$tests" = 1 ]; then
 	# with runc where cgroups are hybrid, which crun refuses.
 	command -v podman >/dev/null || need+=(podman)
 	command -v runc >/dev/null || need+=(runc)
+	# The CLI shell test drives airlock shell in tmux.
+	command -v tmux >/dev/null || need+=(tmux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"

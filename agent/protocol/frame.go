@@ -34,13 +34,14 @@ const (
 	TError      Type = 11 // [agent->host] JSON ErrorMessage, ends a stream
 	TSignal     Type = 12 // [host->agent] JSON SignalRequest for a running exec
 	TWindow     Type = 13 // [both] 4-byte big-endian count of a port stream's bytes consumed; see port.go
+	TResize     Type = 14 // [host->agent] JSON ResizeRequest for an exec on a PTY; see pty.go
 )
 
 // lastType is the highest frame type ReadFrame accepts.
-const lastType = TWindow
+const lastType = TResize
 
 func (t Type) String() string {
-	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal", "window"}
+	names := [...]string{"", "hello", "request", "response", "stdin", "stdin-close", "stdout", "stderr", "exit", "data", "data-end", "error", "signal", "window", "resize"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}

@@ -33,6 +33,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		{"binary payload", protocol.Frame{Type: protocol.TData, Stream: 3, Payload: []byte{0, 1, 2, 0xff, 0}}},
 		{"max payload", protocol.Frame{Type: protocol.TData, Stream: 5, Payload: bytes.Repeat([]byte{0xab}, protocol.MaxPayload)}},
 		{"signal", protocol.Frame{Type: protocol.TSignal, Stream: 9, Payload: []byte(`{"signal":15}`)}},
+		{"resize", protocol.Frame{Type: protocol.TResize, Stream: 9, Payload: []byte(`{"cols":80,"rows":24}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestReadFrameErrors(t *testing.T) {
 		{"header only, payload announced", header(protocol.TData, 1, 10), io.ErrUnexpectedEOF},
 		{"truncated payload", append(header(protocol.TData, 1, 10), "12345"...), io.ErrUnexpectedEOF},
 		{"type zero", header(0, 1, 0), protocol.ErrBadType},
-		{"type after window", header(protocol.TWindow+1, 1, 0), protocol.ErrBadType},
+		{"type after the last type", header(protocol.TResize+1, 1, 0), protocol.ErrBadType},
 		{"type 255", header(255, 1, 0), protocol.ErrBadType},
 		{"too large", header(protocol.TStdout, 1, protocol.MaxPayload+1), protocol.ErrFrameTooLarge},
 	}
@@ -183,12 +184,12 @@ func TestReadFrameErrors(t *testing.T) {
 }
 
 func TestTypeString(t *testing.T) {
-	for typ := protocol.THello; typ <= protocol.TWindow; typ++ {
+	for typ := protocol.THello; typ <= protocol.TResize; typ++ {
 		if s := typ.String(); s == "" || s[:4] == "type" {
 			t.Errorf("type %d has no name: %q", typ, s)
 		}
 	}
-	for _, typ := range []protocol.Type{0, protocol.TWindow + 1, 255} {
+	for _, typ := range []protocol.Type{0, protocol.TResize + 1, 255} {
 		if s := typ.String(); s[:4] != "type" {
 			t.Errorf("unknown type %d named %q", typ, s)
 		}
@@ -218,7 +219,7 @@ func FuzzReadFrame(f *testing.F) {
 			if len(fr.Payload) > protocol.MaxPayload {
 				t.Fatalf("payload of %d bytes", len(fr.Payload))
 			}
-			if fr.Type == 0 || fr.Type > protocol.TWindow {
+			if fr.Type == 0 || fr.Type > protocol.TResize {
 				t.Fatalf("accepted type %d", fr.Type)
 			}
 			var out bytes.Buffer

@@ -184,6 +184,14 @@ func validateExec(e *ExecRequest) error {
 	if inline > MaxInlineBytes {
 		return fmt.Errorf("inline files too large")
 	}
+	if e.PTY != nil {
+		if err := validPTYSize(e.PTY.Cols, e.PTY.Rows); err != nil {
+			return err
+		}
+		if e.Warm {
+			return fmt.Errorf("a warm runtime has no terminal")
+		}
+	}
 	if e.RetainBytes < 0 || e.RetainBytes > MaxRetainBytes {
 		return fmt.Errorf("retain_bytes %d out of range", e.RetainBytes)
 	}

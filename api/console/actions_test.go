@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp/kb"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -117,6 +120,9 @@ func TestConsoleActions(t *testing.T) {
 	// The test's own refusals (a bad image, the other tenant's reads, the
 	// revoked keys) are logged by the browser as failed loads.
 	p.expect("status of 4")
+	// xterm.js injects its theme as <style> elements; the console's CSP
+	// (style-src 'self', kept) refuses them, and app.css stands in.
+	p.expect("Applying inline style violates the following Content Security Policy directive 'style-src 'self''")
 	get := p.downloads()
 	token := make([]byte, 8)
 	rand.Read(token)
@@ -182,6 +188,21 @@ func TestConsoleActions(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#run")),
 		poll(text("#cells .cell pre.stdout")+` === '43\n' && document.querySelectorAll('#cells .cell').length === 3`))
 	p.shot("session-cells-1280.png")
+
+	// The terminal: typed into through xterm.js, its output drawn; the
+	// command's output (not the echo of what was typed) shows it ran.
+	// Ending it closes the WebSocket with the shell's exit.
+	p.step("type into the terminal",
+		chromedp.Click(chromedp.CSS("#terminal-open")),
+		poll(text("#terminal-state")+`.startsWith('Terminal ')`),
+		chromedp.Focus(chromedp.CSS("#terminal textarea.xterm-helper-textarea")),
+		insertText("echo term-$((6*7))"),
+		chromedp.KeyEvent(kb.Enter),
+		poll(`(document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42')`))
+	p.shot("session-terminal-1280.png")
+	p.step("end the terminal",
+		chromedp.Click(chromedp.CSS("#terminal-end")),
+		poll(text("#terminal-state")+`.includes('The terminal closed: exit')`))
 
 	// Upload a file from this computer; download the one the code made.
 	local := filepath.Join(t.TempDir(), "hello.txt")
@@ -390,4 +411,14 @@ func TestConsoleActions(t *testing.T) {
 	if strings.Contains(eval[string](p, `document.body.textContent`), "this-tab") {
 		t.Error("another tenant's keys are listed")
 	}
+}
+
+// insertText types text into the focused element as an input method
+// inserts it (Input.insertText: an input event, no key events, which
+// xterm.js would read as well as the character).
+func insertText(s string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: s})
+		return err
+	})
 }

@@ -54,9 +54,12 @@ var DefaultTemplates = map[string]string{
 
 // Config configures a Server.
 type Config struct {
-	Sessions Sessions         // required
-	Store    airlock.E2BStore // required
-	Tenants  Tenants          // required
+	Sessions Sessions // required
+	// PTYs serves E2B's pty API; nil means Sessions if it serves
+	// terminals too, else the pty API answers Unimplemented.
+	PTYs    airlock.PTYService
+	Store   airlock.E2BStore // required
+	Tenants Tenants          // required
 	// Secret derives every sandbox's access tokens (HMAC-SHA256); at
 	// least MinSecretBytes, kept across restarts (sessions outlive them).
 	Secret []byte

@@ -155,8 +155,9 @@ func TestHostileInput(t *testing.T) {
 		{"no selector", "/process.Process/SendSignal", s.envd(), `{"signal":"SIGNAL_SIGKILL"}`, 400, "invalid_argument"},
 		{"no signal", "/process.Process/SendSignal", s.envd(), `{"process":{"pid":1}}`, 400, "invalid_argument"},
 		{"stdin to an unknown pid", "/process.Process/SendInput", s.envd(), `{"process":{"pid":99999},"input":{"stdin":"eA=="}}`, 404, "not_found"},
-		{"pty input", "/process.Process/SendInput", s.envd(), `{"process":{"pid":1},"input":{"pty":"eA=="}}`, 501, "unimplemented"},
-		{"update", "/process.Process/Update", s.envd(), `{}`, 501, "unimplemented"},
+		{"pty input", "/process.Process/SendInput", s.envd(), `{"process":{"pid":1},"input":{"pty":"eA=="}}`, 404, "not_found"},
+		{"update without a selector", "/process.Process/Update", s.envd(), `{}`, 400, "invalid_argument"},
+		{"update of no terminal", "/process.Process/Update", s.envd(), `{"process":{"pid":1},"pty":{"size":{"cols":80,"rows":24}}}`, 404, "not_found"},
 		{"create watcher", "/filesystem.Filesystem/CreateWatcher", s.envd(), `{"path":"x"}`, 501, "unimplemented"},
 		{"unknown procedure", "/process.Process/Nope", s.envd(), `{}`, 404, ""},
 	} {
@@ -197,7 +198,8 @@ func TestHostileInput(t *testing.T) {
 	stream("compressed flag without compression", s.envd(), envelope(1, []byte(`{}`)), "internal")
 	stream("not JSON", s.envd(), envelope(0, []byte(`{{`)), "invalid_argument")
 	stream("no command", s.envd(), envelope(0, []byte(`{"process":{}}`)), "invalid_argument")
-	stream("a PTY", s.envd(), envelope(0, []byte(`{"process":{"cmd":"bash"},"pty":{"size":{"cols":80,"rows":24}}}`)), "unimplemented")
+	stream("a PTY of no size", s.envd(), envelope(0, []byte(`{"process":{"cmd":"bash"},"pty":{"size":{"cols":0,"rows":24}}}`)), "invalid_argument")
+	stream("a PTY too large", s.envd(), envelope(0, []byte(`{"process":{"cmd":"bash"},"pty":{"size":{"cols":80,"rows":100000}}}`)), "invalid_argument")
 	stream("NUL in an argument", s.envd(), envelope(0, []byte(`{"process":{"cmd":"echo","args":["a\u0000b"]}}`)), "invalid_argument")
 	stream("cwd outside the roots", s.envd(), envelope(0, []byte(`{"process":{"cmd":"pwd","cwd":"/etc"}}`)), "permission_denied")
 	stream("wrong token", s.envd("X-Access-Token", "nope"), envelope(0, []byte(`{"process":{"cmd":"true"}}`)), "unauthenticated")

@@ -50,8 +50,6 @@ func (ps processService) Start(ctx context.Context, req *connect.Request[pb.Star
 	switch {
 	case cfg == nil || cfg.GetCmd() == "":
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
-	case req.Msg.Pty != nil:
-		return connect.NewError(connect.CodeUnimplemented, errors.New("PTYs are not supported by Airlock's sandboxes"))
 	case len(req.Msg.GetTag()) > 256:
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("tag is longer than 256 bytes"))
 	}
@@ -69,6 +67,15 @@ func (ps processService) Start(ctx context.Context, req *connect.Request[pb.Star
 	}
 	for k, v := range cfg.GetEnvs() {
 		env[k] = v
+	}
+	if req.Msg.Pty != nil {
+		p, sub, err := s.startPTY(ctx, ref, req.Msg, cwd, env)
+		if err != nil {
+			return err
+		}
+		return s.stream(ctx, p, sub, keepaliveInterval(req.Header()), func(ev *pb.ProcessEvent) error {
+			return stream.Send(&pb.StartResponse{Event: ev})
+		})
 	}
 	exec := airlock.SessionExecRequest{
 		Cmd:        append([]string{cfg.GetCmd()}, cfg.GetArgs()...),
@@ -220,9 +227,15 @@ func (ps processService) List(ctx context.Context, req *connect.Request[pb.ListR
 
 func (ps processService) SendSignal(ctx context.Context, req *connect.Request[pb.SendSignalRequest]) (*connect.Response[pb.SendSignalResponse], error) {
 	ref := refFrom(ctx)
-	_, pid, err := ps.s.selected(ref, req.Msg.GetProcess())
+	p, pid, err := ps.s.selected(ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
+	}
+	if p != nil && p.pty != nil {
+		if err := ps.s.ptyKill(ctx, ref, p); err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&pb.SendSignalResponse{}), nil
 	}
 	var sig syscall.Signal
 	switch req.Msg.GetSignal() {
@@ -241,12 +254,22 @@ func (ps processService) SendSignal(ctx context.Context, req *connect.Request[pb
 
 func (ps processService) SendInput(ctx context.Context, req *connect.Request[pb.SendInputRequest]) (*connect.Response[pb.SendInputResponse], error) {
 	ref := refFrom(ctx)
-	_, pid, err := ps.s.selected(ref, req.Msg.GetProcess())
+	p, pid, err := ps.s.selected(ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
+	if p != nil && p.pty != nil {
+		b := req.Msg.GetInput().GetPty()
+		if b == nil {
+			b = req.Msg.GetInput().GetStdin()
+		}
+		if err := ps.s.ptyInput(p, b); err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&pb.SendInputResponse{}), nil
+	}
 	if req.Msg.GetInput().GetPty() != nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("PTYs are not supported by Airlock's sandboxes"))
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no terminal with pid %d that this API started is running", pid))
 	}
 	if err := ps.s.cfg.Sessions.WriteStdin(ctx, ref.tenant, ref.id, pid, req.Msg.GetInput().GetStdin()); err != nil {
 		return nil, ps.s.connectError(ctx, "SendInput", err)
@@ -264,10 +287,6 @@ func (ps processService) CloseStdin(ctx context.Context, req *connect.Request[pb
 		return nil, ps.s.connectError(ctx, "CloseStdin", err)
 	}
 	return connect.NewResponse(&pb.CloseStdinResponse{}), nil
-}
-
-func (ps processService) Update(context.Context, *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("PTYs are not supported by Airlock's sandboxes"))
 }
 
 func (ps processService) StreamInput(context.Context, *connect.ClientStream[pb.StreamInputRequest]) (*connect.Response[pb.StreamInputResponse], error) {

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/airlockhq/airlock"
 	pb "github.com/airlockhq/airlock/api/e2b/internal/envdpb/process"
 )
 
@@ -86,6 +87,9 @@ type proc struct {
 	tag     string
 	config  *pb.ProcessConfig
 	table   *processTable
+	// pty and ptyID are set for a terminal (pty.go).
+	pty   airlock.PTYAttachment
+	ptyID string
 
 	started  chan struct{} // closed once pid is set, or startErr
 	pid      int

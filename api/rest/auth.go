@@ -60,6 +60,11 @@ func (s *Server) authenticate(next http.Handler, mode authMode) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if key := ptyKeyFromSubprotocol(r); key != "" && r.Header.Get("Authorization") == "" {
+			// A browser's WebSocket carries its key as a subprotocol.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
 		p, err := s.auth.Authenticate(r)
 		if airlock.ErrorCode(err) == airlock.EUNAUTHORIZED {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)

@@ -99,6 +99,10 @@ var routes = []route{
 	{http.MethodOptions, "/v1/sessions/{id}/ports/{port}/{path...}", (*Server).servePreview, authOptional},
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
+	// Terminals (pty.go).
+	{http.MethodPost, "/v1/sessions/{id}/pty", (*Server).createPTY, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/pty/{pty_id}", (*Server).attachPTY, authBearer},
+	{http.MethodDelete, "/v1/sessions/{id}/pty/{pty_id}", (*Server).deletePTY, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
 
 	// Webhooks (webhooks.go).

@@ -75,6 +75,9 @@ type Config struct {
 	// Keep serves snapshots, pause and resume, and fork; nil means
 	// Sessions when it offers them too, else 501 keep-disabled.
 	Keep airlock.KeepService
+	// PTYs serves the terminals of sessions (pty.go); nil answers 501
+	// ptys-disabled.
+	PTYs airlock.PTYService
 	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
 	// audit log of one-shot runs; nil means Store, when it keeps the log
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log

@@ -51,6 +51,7 @@ func tree() *command {
 		{name: "session", section: secRun, summary: "create, list, show, extend, pause, fork and remove sessions", usage: sessionUsage, run: runSession,
 			words: []string{"create", "ls", "show", "extend", "rm", "pause", "resume", "fork"}},
 		{name: "exec", section: secRun, summary: "run a command in a session, streaming its output", usage: execUsage, run: runExec},
+		{name: "shell", section: secRun, summary: "an interactive terminal in a session", usage: shellUsage, run: runShell},
 		{name: "cp", section: secRun, summary: "copy a file into or out of a session", usage: cpUsage, run: runCp},
 		{name: "repl", section: secRun, summary: "a persistent Python or Node context of a session at the terminal", usage: replUsage, run: runRepl},
 		{name: "snapshot", section: secRun, summary: "create, list, show and remove sealed session snapshots", usage: snapshotUsage, run: runSnapshot,

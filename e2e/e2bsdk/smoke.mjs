@@ -62,6 +62,26 @@ async function withSandbox(sbx) {
   assert.equal((await joined.wait()).stdout, 'late\n')
   assert.equal((await slow.wait()).stdout, 'late\n')
 
+  check('pty: create, send input, read output, resize, kill')
+  let ptyOut = ''
+  const utf8 = new TextDecoder()
+  const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { ptyOut += utf8.decode(d, { stream: true }) } })
+  assert.ok(term.pid > 0)
+  const ptyShows = async (text) => {
+    for (let i = 0; i < 300 && !ptyOut.includes(text); i++) {
+      await new Promise((res) => setTimeout(res, 100))
+    }
+    assert.ok(ptyOut.includes(text), `no ${JSON.stringify(text)} in ${JSON.stringify(ptyOut.slice(-500))}`)
+  }
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo pty-$((6*7))\n'))
+  await ptyShows('pty-42\r\n')
+  await sbx.pty.resize(term.pid, { cols: 120, rows: 40 })
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
+  await ptyShows('40 120\r\n')
+  assert.equal(await sbx.pty.kill(term.pid), true)
+  await assert.rejects(term.wait(), (e) => e instanceof CommandExitError)
+  assert.equal(await sbx.pty.kill(term.pid), false)
+
   check('commands.run past its timeoutMs raises TimeoutError, and the command is killed')
   await assert.rejects(sbx.commands.run('exec sleep 60', { timeoutMs: 2000 }), (e) => e instanceof TimeoutError)
   const sleeping = async () => (await sbx.commands.list()).some((p) => p.args.includes('exec sleep 60'))

@@ -38,6 +38,7 @@ type live struct {
 	uploads  int              // of them, PutFile calls
 	procs    map[int]*running
 	contexts map[string]*codeContext
+	ptys     ptyTable      // terminals; see pty.go
 	ended    chan struct{} // closed once the session is final
 	// detached is closed when the server lets go of the session's
 	// sandbox at a clean stop: calls end, programs go on.

@@ -120,6 +120,7 @@ async function renderSession(signal, id) {
       h('section', { class: 'card', 'aria-labelledby': 'running-h' }, h('h2', { id: 'running-h' }, 'Running now'),
         running.length ? h('ul', {}, running) : h('p', { class: 'muted' }, 'Nothing is running.'))),
     live ? runSection(s, signal) : null,
+    live && s.state !== 'paused' ? terminalSection(s, signal) : null,
     h('section', { 'aria-labelledby': 'files-h' }, h('h2', { id: 'files-h' }, 'Files'), live ? uploadForm(s.session_id, files, signal) : null, files),
     h('section', { 'aria-labelledby': 'live-h' }, h('h2', { id: 'live-h' }, 'Live output'), liveState, live ? out : null),
     h('section', { 'aria-labelledby': 'segress-h' }, h('h2', { id: 'segress-h' }, 'Egress'),

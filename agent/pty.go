@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+
+	"github.com/airlockhq/airlock/agent/protocol"
+)
+
+// terminal is the pseudo-terminal of a program started with a PTY: the
+// agent holds its master side.
+type terminal struct {
+	master *os.File
+}
+
+func (t *terminal) resize(cols, rows int) {
+	pty.Setsize(t.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+}
+
+// execPTY starts a program on a new pseudo-terminal of the asked size, as
+// the leader of a session of its own with the terminal as its
+// controlling terminal. What it writes comes as stdout; stdin frames are
+// typed into the terminal (an exec on a PTY always takes input); resize
+// frames change the terminal's size.
+func (s *server) execPTY(stream uint32, req *protocol.ExecRequest, cmd *exec.Cmd) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		s.startFailed(stream, err)
+		return
+	}
+	t := &terminal{master: master}
+	t.resize(req.PTY.Cols, req.PTY.Rows)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	// A session of its own (its PID is its process group, so signals to
+	// the group work as for any exec), with the terminal as its
+	// controlling terminal (child's fd 0).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if !hasEnv(cmd.Env, "TERM") {
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
+	}
+	p := &program{tty: t, stdin: newStdinQueue()}
+	s.procs.mu.Lock() // hold the reaper off until the PID is tracked
+	err = cmd.Start()
+	tty.Close()
+	if err != nil {
+		s.procs.mu.Unlock()
+		master.Close()
+		s.startFailed(stream, err)
+		return
+	}
+	p.pid = cmd.Process.Pid
+	s.procs.procs[p.pid] = p
+	s.procs.mu.Unlock()
+	p.take(req)
+	h := &procStream{s: s, stream: stream, p: p, exec: true}
+	p.sink = h
+	if p.retain > 0 {
+		s.retained.add(p)
+	}
+	s.setHandler(stream, h)
+	s.respond(stream, protocol.Response{PID: p.pid})
+
+	// The master is read and written by two goroutines; it is closed
+	// once the reader has returned (by pipeOut, at EOF or EIO when the
+	// terminal's last user is gone, or by supervise after drainGrace).
+	go func() {
+		for {
+			b, ok := p.stdin.next()
+			if !ok {
+				return
+			}
+			if _, err := master.Write(b); err != nil {
+				p.stdin.drop()
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go pipeOut(&wg, p, protocol.TStdout, master)
+	go s.supervise(p, cmd, &wg, master, nil, req.TimeoutMS)
+}
+
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
+			return true
+		}
+	}
+	return false
+}
