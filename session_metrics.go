@@ -46,8 +46,10 @@ type SessionMetricsStore interface {
 	AddSessionSample(ctx context.Context, tenantID, sessionID string, s MetricSample) error
 	// SessionSamples returns the samples f selects, oldest first.
 	SessionSamples(ctx context.Context, f MetricsFilter) ([]MetricSample, error)
-	// DeleteSessionSamplesBefore deletes every sample taken before t and
-	// returns how many.
+	// DeleteSessionSamplesBefore deletes the samples taken before t of
+	// sessions that ended before t (or have no record) and returns how
+	// many: a session's samples live as long as it does and then until t
+	// passes its end.
 	DeleteSessionSamplesBefore(ctx context.Context, t time.Time) (int64, error)
 }
 

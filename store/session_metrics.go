@@ -82,11 +82,14 @@ func (db *DB) SessionSamples(ctx context.Context, f airlock.MetricsFilter) ([]ai
 	return out, db.wrap(ctx, "list session samples", rows.Err())
 }
 
-// DeleteSessionSamplesBefore deletes every sample taken before t.
+// DeleteSessionSamplesBefore deletes the samples taken before t of
+// sessions that ended before t or have no record; those of a session
+// still going, or ended since, stay.
 func (db *DB) DeleteSessionSamplesBefore(ctx context.Context, t time.Time) (int64, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
-	res, err := db.write.ExecContext(ctx, `DELETE FROM session_samples WHERE at < $1`, nanos(t))
+	res, err := db.write.ExecContext(ctx, `DELETE FROM session_samples WHERE at < $1 AND NOT EXISTS (
+		SELECT 1 FROM sessions s WHERE s.id = session_samples.session_id AND (s.ended_at IS NULL OR s.ended_at >= $1))`, nanos(t))
 	if err != nil {
 		return 0, db.wrap(ctx, "delete session samples", err)
 	}

@@ -78,6 +78,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.wg.Add(1)
 	go m.reaper()
+	if cfg.Metrics != nil {
+		m.wg.Add(1)
+		go m.sampler()
+	}
 	return m, nil
 }
 

@@ -66,9 +66,21 @@ func testSessionSamples(t *testing.T, bk Backend) {
 		t.Errorf("samples without a session: %v", err)
 	}
 
+	// A live session's samples stay however old; once it has ended
+	// they go when they are older than the cut and it ended before it.
+	live := &airlock.Session{TenantID: a.ID, Image: "python", Size: airlock.SizeSmall}
+	if err := db.CreateSession(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddSessionSample(ctx, a.ID, live.ID, airlock.MetricSample{At: t0, MemoryBytes: 1}); err != nil {
+		t.Fatal(err)
+	}
 	n, err := db.DeleteSessionSamplesBefore(ctx, t0.Add(10*time.Second))
-	if err != nil || n != 3 { // two of acme's and other's one
+	if err != nil || n != 3 { // two of acme's and other's one (s1 has no record)
 		t.Fatalf("DeleteSessionSamplesBefore: %d %v", n, err)
+	}
+	if got, err := db.SessionSamples(ctx, airlock.MetricsFilter{TenantID: a.ID, SessionID: live.ID}); err != nil || len(got) != 1 {
+		t.Fatalf("a live session's old sample was pruned: %v %v", got, err)
 	}
 	left, err := db.SessionSamples(ctx, airlock.MetricsFilter{TenantID: a.ID, SessionID: "s1"})
 	if err != nil || len(left) != 3 || !left[0].At.Equal(t0.Add(10*time.Second)) {
