@@ -75,6 +75,8 @@ func SessionLimitOf(endReason string) string {
 		return LimitWallTime
 	case EndIdle:
 		return LimitIdle
+	case AbuseReason(DetectorForkBomb):
+		return LimitProcesses
 	}
 	return ""
 }

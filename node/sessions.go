@@ -38,6 +38,10 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Prov
 		MaxExecTimeout: o.MaxExecTimeout,
 		Keep:           keep,
 		Logger:         logger,
+		SampleInterval: o.SampleInterval,
+	}
+	if ms, ok := store.(airlock.SessionMetricsStore); ok {
+		cfg.Metrics = ms
 	}
 	if adjust != nil {
 		adjust(&cfg)

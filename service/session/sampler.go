@@ -144,7 +144,7 @@ func diskUsed(dir string) int64 {
 // ended, oldest first. Another tenant's session is not found.
 func (m *Manager) SessionMetrics(ctx context.Context, tenant *airlock.Tenant, id string, f airlock.MetricsFilter) (*airlock.SessionMetrics, error) {
 	if m.cfg.Metrics == nil {
-		return nil, airlock.Problem(airlock.EUNAVAILABLE, "metrics-unavailable", "this server keeps no session metrics")
+		return nil, airlock.Problem(airlock.ENOTIMPLEMENTED, "metrics-unavailable", "this server keeps no session metrics")
 	}
 	if !f.Start.IsZero() && !f.End.IsZero() && f.End.Before(f.Start) {
 		return nil, airlock.Errorf(airlock.EINVALID, "end (%s) is before start (%s)", f.End.Format(time.RFC3339), f.Start.Format(time.RFC3339))
@@ -173,4 +173,14 @@ func (m *Manager) lastSample(ctx context.Context, tenantID, id string, t time.Ti
 	}
 	s := ss[len(ss)-1]
 	return &s
+}
+
+// endFacts fills what an ended session's record says of its end beyond
+// the reason: the limit it ran into and its last sample before the end.
+func (m *Manager) endFacts(ctx context.Context, s *airlock.Session) {
+	if s.EndedAt == nil {
+		return
+	}
+	s.EndLimit = airlock.SessionLimitOf(s.EndReason)
+	s.LastSample = m.lastSample(ctx, s.TenantID, s.ID, *s.EndedAt)
 }
