@@ -166,7 +166,9 @@ func (m *Manager) lastSample(ctx context.Context, tenantID, id string, t time.Ti
 	if m.cfg.Metrics == nil {
 		return nil
 	}
-	start := t.Add(-2 * m.cfg.SampleInterval)
+	// Sampling stops when the session starts to end (destroying), which
+	// may take a while: look back a minute beyond two intervals.
+	start := t.Add(-2*m.cfg.SampleInterval - time.Minute)
 	ss, err := m.cfg.Metrics.SessionSamples(ctx, airlock.MetricsFilter{TenantID: tenantID, SessionID: id, Start: start, End: t})
 	if err != nil || len(ss) == 0 {
 		return nil
