@@ -160,3 +160,43 @@ func TestSessionMetrics(t *testing.T) {
 	})
 	s.checkClean()
 }
+
+// TestSessionMemoryLimitSamples: programs of a session that together allocate past its memory limit are
+// killed inside the sandbox (gVisor's kernel chooses; the session goes
+// on): the exec's answer says so (limits_hit memory), and the samples
+// show the memory at the limit.
+func TestSessionMemoryLimitSamples(t *testing.T) {
+	s := newStack(t, func(c *session.Config) {
+		c.SampleInterval = metricsInterval
+		c.Sizes = map[airlock.SessionSize]session.Size{airlock.SizeSmall: {CPUs: 1, MemoryBytes: 256 << 20, DiskBytes: 256 << 20, Pids: 256}}
+	})
+	sess := s.create(s.a, airlock.CreateSessionRequest{})
+	samplesAfter(t, s.a.c, sess.ID, time.Time{})
+	since := time.Now()
+	// Each process stays under the per-process limit; four together do
+	// not fit.
+	one := `python3 -c "import time; b = bytearray(150 << 20); time.sleep(20)" & `
+	e, err := s.a.c.Exec(ctxFor(t, 2*time.Minute), sess.ID, airlock.SessionExecRequest{Shell: one + one + one + one + "wait"})
+	if err != nil {
+		t.Fatalf("an exec past the memory limit: %v", err)
+	}
+	hit := false
+	for _, l := range e.LimitsHit {
+		hit = hit || l == airlock.LimitMemory
+	}
+	if !hit {
+		t.Errorf("exec past the memory limit: ended_by %q, limits_hit %v, exit %d", e.EndedBy, e.LimitsHit, e.ExitCode)
+	}
+	ss := samplesAfter(t, s.a.c, sess.ID, since)
+	if p := int64(peak(ss, func(x airlock.MetricSample) float64 { return float64(x.MemoryBytes) })); p < 192<<20 {
+		t.Errorf("memory peaked at %d bytes in the samples; the limit is %d", p, 256<<20)
+	}
+	st, err := s.a.c.Session(ctxFor(t, time.Minute), sess.ID)
+	if err != nil || st.State != airlock.SessionReady {
+		t.Errorf("the session after its programs ran out of memory: %+v %v", st, err)
+	}
+	if _, err := s.a.c.DeleteSession(ctxFor(t, time.Minute), sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.checkClean()
+}
