@@ -266,6 +266,12 @@ type Session struct {
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 	EndReason    string     `json:"end_reason,omitempty"` // one of the End* values
 	EndDetail    string     `json:"end_detail,omitempty"`
+	// EndLimit names the limit an ended session ran into (LimitMemory,
+	// LimitWallTime, LimitIdle, LimitProcesses), and LastSample is its
+	// last resource sample before the end; both are filled on reading an
+	// ended session (SessionLimitOf, the metrics store).
+	EndLimit   string        `json:"end_limit,omitempty"`
+	LastSample *MetricSample `json:"last_sample,omitempty"`
 	// PausedAt is when a paused session was paused.
 	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// Lifecycle is what its timeouts do and whether requests resume it

@@ -105,7 +105,7 @@ func TestE2BSDK(t *testing.T) {
 	}
 	installed := make(chan struct{})
 	go func() { defer close(installed); installSDK(t, npm, pkg) }()
-	d := n.start("--warm", "", "--warm-sessions", "python-ds/small", "--pool-max", "1", "--keep-sessions=false")
+	d := n.start("--warm", "", "--warm-sessions", "python-ds/small", "--pool-max", "1", "--keep-sessions=false", "--session-sample-interval", "500ms")
 	keyA := newTenantKey(t, tmp, "sdk-a", airlock.NewE2BAPIKey)
 	keyB := newTenantKey(t, tmp, "sdk-b", airlock.NewE2BAPIKey)
 	<-installed

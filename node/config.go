@@ -94,6 +94,9 @@ type SessionsConfig struct {
 	MaxExecTimeout time.Duration
 	Max            int // live sessions on this node
 	MaxPerTenant   int // default of the sessions quota
+	// SampleInterval is how often each running session's resource use
+	// is sampled (GET /v1/sessions/{id}/metrics).
+	SampleInterval time.Duration
 	// Warm are the image/size pairs whose sessions are readied ahead.
 	Warm []string
 }
@@ -140,6 +143,7 @@ func Defaults() Config {
 			MaxExecTimeout: time.Hour,
 			Max:            32,
 			MaxPerTenant:   8,
+			SampleInterval: 5 * time.Second,
 			Warm:           []string{"python-ds/small"},
 		},
 		Egress: EgressConfig{QuotaMiB: 1024, Allow: map[string][]string{}},

@@ -39,6 +39,10 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, events airlock.Event
 		Keep:           keep,
 		Events:         events,
 		Logger:         logger,
+		SampleInterval: o.SampleInterval,
+	}
+	if ms, ok := store.(airlock.SessionMetricsStore); ok {
+		cfg.Metrics = ms
 	}
 	if adjust != nil {
 		adjust(&cfg)

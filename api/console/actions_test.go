@@ -157,6 +157,9 @@ func TestConsoleActions(t *testing.T) {
 		poll(text("#files")+`.includes('/workspace')`))
 	id := eval[string](p, sessionFromHash)
 	cleanup = append(cleanup, id)
+	// The resource chart: four SVG charts once the first sample is in.
+	p.step("the session's resource charts",
+		poll(`document.querySelectorAll('#metrics svg.metric-chart').length === 4 && `+text("#metrics")+`.includes('Memory (MiB): now')`))
 	if got, err := a.Client.Session(ctx, id); err != nil || got.State != airlock.SessionReady || got.Size != airlock.SizeSmall {
 		t.Fatalf("the session the console made: %v %+v", err, got)
 	}

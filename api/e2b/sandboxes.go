@@ -123,8 +123,10 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		err = s.setTimeout(w, r, t, seg[1])
 	case len(seg) == 3 && seg[2] == "network" && r.Method == http.MethodPut:
 		err = s.setNetwork(w, r, t, seg[1])
+	case len(seg) == 3 && seg[2] == "metrics" && r.Method == http.MethodGet:
+		err = s.metrics(w, r, t, seg[1])
 	case len(seg) == 3 && (seg[2] == "pause" || seg[2] == "resume" || seg[2] == "fork" || seg[2] == "snapshots" ||
-		seg[2] == "metrics" || seg[2] == "logs" || seg[2] == "refreshes"):
+		seg[2] == "logs" || seg[2] == "refreshes"):
 		err = errorf(501, fmt.Sprintf("sandbox %s is not implemented by Airlock", seg[2]))
 	case len(seg) <= 3:
 		err = errorf(405, fmt.Sprintf("%s %s is not a call of the sandboxes API", r.Method, clip(r.URL.Path, 100)))

@@ -69,6 +69,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/sessions/{id}/timeout", (*Server).extendSession, authBearer},
 	{http.MethodPut, "/v1/sessions/{id}/network", (*Server).setSessionNetwork, authBearer},
 	{http.MethodGet, "/v1/sessions/{id}/egress", (*Server).sessionEgress, authBearer},
+	{http.MethodGet, "/v1/sessions/{id}/metrics", (*Server).sessionMetrics, authBearer},
 	{http.MethodGet, "/v1/sessions/{id}/output", (*Server).sessionOutput, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/exec", (*Server).sessionExec, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/exec/{pid}/signal", (*Server).signalExec, authBearer},

@@ -18,6 +18,7 @@ const sessionUsage = `usage:
   airlock session ls [--all] [-o json|table]
   airlock session show SESSION [-o json|table]
   airlock session extend SESSION SEC
+  airlock session metrics SESSION [--start TIME] [--end TIME] [-o json|table]
   airlock session rm SESSION...
   airlock session pause|resume SESSION, fork SESSION [--count N] [--memory]
                          (see 'airlock snapshot help')
@@ -30,6 +31,9 @@ until their timeout, their idle timeout or rm.
   ls      lists live sessions, newest first (--all: ended ones too)
   show    prints a session's record: state, limits, usage, expiry
   extend  sets a session to expire SEC seconds from now
+  metrics prints a session's resource samples (CPU in percent of its CPU
+          limit, memory, disk, network totals), oldest first; --start and
+          --end (RFC 3339, e.g. 2026-01-02T15:04:05Z) select a range
   rm      destroys sessions and everything in them
 
 flags:
@@ -49,7 +53,7 @@ flags:
 
 func runSession(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return usageError(std.err, "session", "want a subcommand: create, ls, show, extend or rm")
+		return usageError(std.err, "session", "want a subcommand: create, ls, show, extend, metrics or rm")
 	}
 	switch args[0] {
 	case "create", "new":
@@ -60,6 +64,8 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		return runSessionShow(ctx, args[1:], std)
 	case "extend":
 		return runSessionExtend(ctx, args[1:], std)
+	case "metrics":
+		return runSessionMetrics(ctx, args[1:], std)
 	case "rm", "delete":
 		return runSessionRemove(ctx, args[1:], std)
 	case "pause", "resume", "fork": // snapshot.go
@@ -68,7 +74,7 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		fmt.Fprint(std.err, sessionUsage)
 		return nil
 	}
-	return usageError(std.err, "session", "unknown subcommand %q (want create, ls, show, extend or rm)", args[0])
+	return usageError(std.err, "session", "unknown subcommand %q (want create, ls, show, extend, metrics or rm)", args[0])
 }
 
 // apiFailed prints an API error and returns exit status 1.

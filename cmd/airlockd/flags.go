@@ -301,6 +301,7 @@ func (f *flags) registerSessions() {
 	r.duration(&c.Sessions.IdleTimeout, "session-idle-timeout", groupSessions, "a session nothing ran in for this long is destroyed (a request may ask for another value)")
 	r.duration(&c.Sessions.ExecTimeout, "session-exec-timeout", groupSessions, "wall time of a session exec or cell when the request names none")
 	r.duration(&c.Sessions.MaxExecTimeout, "session-max-exec-timeout", groupSessions, "longest wall time a session exec or cell may ask for")
+	r.duration(&c.Sessions.SampleInterval, "session-sample-interval", groupSessions, "how often each running session's CPU, memory, disk and network are sampled (GET /v1/sessions/{id}/metrics; samples are kept a day after the session ends)")
 	r.integer(&c.Sessions.Max, "max-sessions", groupSessions, "live sessions on this node")
 	r.integer(&c.Sessions.MaxPerTenant, "max-sessions-per-tenant", groupSessions, "live sessions of one tenant: the default of the sessions quota unless --quota sessions=N names one")
 }

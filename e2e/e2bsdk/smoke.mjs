@@ -172,6 +172,18 @@ async function withSandbox(sbx) {
   const again = await Sandbox.connect(sbx.sandboxId)
   assert.equal((await again.commands.run('cat /home/user/data.csv')).stdout, 'a,b\n1,2\n')
 
+  check('getMetrics')
+  let metrics = []
+  for (let i = 0; i < 100 && metrics.length < 2; i++) {
+    metrics = await sbx.getMetrics()
+    if (metrics.length < 2) await new Promise((res) => setTimeout(res, 100))
+  }
+  assert.ok(metrics.length >= 2, JSON.stringify(metrics))
+  const m = metrics[metrics.length - 1]
+  assert.ok(m.timestamp instanceof Date && m.cpuCount >= 1 && m.cpuUsedPct >= 0 && m.memUsed > 0 && m.memTotal >= m.memUsed && m.diskUsed > 0 && m.diskTotal > m.diskUsed, JSON.stringify(m))
+  const later = await sbx.getMetrics({ start: new Date(Date.now() + 3600_000) })
+  assert.equal(later.length, 0)
+
   check('updateNetwork on a sandbox made without a network')
   await sbx.updateNetwork({ allowInternetAccess: false })
   await assert.rejects(sbx.updateNetwork({ allowOut: ['example.test'] }), (e) => e instanceof SandboxError && /without a network/.test(e.message))

@@ -78,6 +78,15 @@ type Config struct {
 	// sessions (5 s).
 	ReapInterval time.Duration
 
+	// Metrics keeps the sessions' resource samples; without it sessions
+	// are not sampled and GET .../metrics is refused (metrics-unavailable).
+	// SampleInterval is how often each running session is sampled (5 s);
+	// SampleRetention how long samples are kept after their session ends
+	// (24 hours).
+	Metrics         airlock.SessionMetricsStore
+	SampleInterval  time.Duration
+	SampleRetention time.Duration
+
 	// Keep turns on snapshots, pause and resume, and fork (keep.go);
 	// without a Store they are refused (keep-unavailable).
 	Keep KeepConfig
@@ -130,6 +139,8 @@ func (c *Config) Validate() error {
 		{&c.CreateTimeout, 2 * time.Minute},
 		{&c.IdempotencyTTL, 24 * time.Hour},
 		{&c.ReapInterval, 5 * time.Second},
+		{&c.SampleInterval, 5 * time.Second},
+		{&c.SampleRetention, 24 * time.Hour},
 	}
 	for _, d := range defaults {
 		if *d.d < 0 {

@@ -82,6 +82,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.wg.Add(1)
 	go m.reaper()
+	if cfg.Metrics != nil {
+		m.wg.Add(1)
+		go m.sampler()
+	}
 	return m, nil
 }
 
@@ -196,6 +200,12 @@ func ended(s *airlock.Session) error {
 	why := s.EndReason
 	if why == "" {
 		why = string(s.State)
+	}
+	if lim := airlock.SessionLimitOf(s.EndReason); lim != "" {
+		why += ", limit " + lim
+	}
+	if s.EndDetail != "" {
+		why += ": " + s.EndDetail
 	}
 	return airlock.Problem(airlock.ECONFLICT, "session-ended", "session %s has ended (%s)", s.ID, why)
 }
@@ -454,7 +464,8 @@ func (m *Manager) watch(l *live) {
 	}
 	reason, detail := airlock.EndSandboxExited, "the sandbox exited on its own"
 	if st, err := sb.Stats(context.Background()); err == nil && st.OOMKilled {
-		reason, detail = airlock.EndOutOfMemory, "the sandbox as a whole ran out of memory and was killed"
+		reason, detail = airlock.EndOutOfMemory, fmt.Sprintf("the sandbox as a whole ran out of memory (peak %d MiB of its %d MiB limit) and was killed",
+			mib(st.PeakMemoryBytes), mib(watched.Limits.MemoryBytes))
 	}
 	if k := wd.KilledBy(sb.ID()); k != "" {
 		reason, detail = k, "an abuse detector killed the sandbox (GET /v1/events says what it saw)"

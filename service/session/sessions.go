@@ -370,6 +370,7 @@ func (m *Manager) Session(ctx context.Context, tenant *airlock.Tenant, id string
 	}
 	if err == nil {
 		m.pausedAt(ctx, s)
+		m.endFacts(ctx, s)
 	}
 	return s, err
 }

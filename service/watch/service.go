@@ -53,6 +53,7 @@ var (
 	_ airlock.SessionService        = (*Service)(nil)
 	_ airlock.SessionWatcher        = (*Service)(nil)
 	_ airlock.SessionNetworkService = (*Service)(nil)
+	_ airlock.SessionMetricsService = (*Service)(nil)
 )
 
 // New wraps cfg.Sessions.
@@ -93,6 +94,14 @@ func (s *Service) SessionEgress(ctx context.Context, tenant *airlock.Tenant, id 
 		return n.SessionEgress(ctx, tenant, id, f)
 	}
 	return nil, errNoNetwork
+}
+
+// SessionMetrics is the wrapped service's, if it samples its sessions.
+func (s *Service) SessionMetrics(ctx context.Context, tenant *airlock.Tenant, id string, f airlock.MetricsFilter) (*airlock.SessionMetrics, error) {
+	if m, ok := s.SessionService.(airlock.SessionMetricsService); ok {
+		return m.SessionMetrics(ctx, tenant, id, f)
+	}
+	return nil, airlock.Problem(airlock.ENOTIMPLEMENTED, "metrics-unavailable", "this server keeps no session metrics")
 }
 
 // Close ends every watch (a server that stops: its streams must end for

@@ -25,6 +25,7 @@ type Store interface {
 	airlock.AuditStore
 	airlock.BrokerGrantStore
 	airlock.TenantDeleter
+	airlock.SessionMetricsStore
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 	// The fleet's reaper's (fleet.Store).
@@ -104,6 +105,7 @@ var tests = []struct {
 	{"EventFeed", testEventFeed},
 	{"WebhookQueue", testWebhookQueue},
 	{"SessionLifecycleStored", testSessionLifecycleStored},
+	{"SessionSamples", testSessionSamples},
 }
 
 // Run runs the whole suite against b, each test in parallel on a

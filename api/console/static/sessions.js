@@ -109,6 +109,7 @@ async function renderSession(signal, id) {
   const out = h('pre', { id: 'live-output', tabindex: 0, 'aria-label': 'Live output', 'aria-live': 'off' });
   const liveState = h('p', { class: 'muted', id: 'live-state' });
   const files = h('div', { id: 'files' });
+  const metrics = h('div', { id: 'metrics' });
   const running = (s.running || []).map(r => h('li', {}, `pid ${r.pid}, `, h('a', { href: '#/executions/' + encodeURIComponent(r.execution_id) }, r.execution_id), `, since ${when(r.started_at)}`));
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '#/sessions' }, '← Sessions')),
@@ -119,12 +120,14 @@ async function renderSession(signal, id) {
       h('section', { class: 'card', 'aria-labelledby': 'sfacts-h' }, h('h2', { id: 'sfacts-h' }, 'State and limits'), facts(limitsList(s))),
       h('section', { class: 'card', 'aria-labelledby': 'running-h' }, h('h2', { id: 'running-h' }, 'Running now'),
         running.length ? h('ul', {}, running) : h('p', { class: 'muted' }, 'Nothing is running.'))),
+    h('section', { 'aria-labelledby': 'metrics-h' }, h('h2', { id: 'metrics-h' }, 'Resources'), metrics),
     live ? runSection(s, signal) : null,
     live && s.state !== 'paused' ? terminalSection(s, signal) : null,
     h('section', { 'aria-labelledby': 'files-h' }, h('h2', { id: 'files-h' }, 'Files'), live ? uploadForm(s.session_id, files, signal) : null, files),
     h('section', { 'aria-labelledby': 'live-h' }, h('h2', { id: 'live-h' }, 'Live output'), liveState, live ? out : null),
     h('section', { 'aria-labelledby': 'segress-h' }, h('h2', { id: 'segress-h' }, 'Egress'),
       h('p', {}, h('a', { href: '#/egress?session=' + encodeURIComponent(s.session_id) }, 'The egress log of this session, with filters'))));
+  renderMetrics(s.session_id, metrics, live, signal);
   if (live) {
     follow(s.session_id, out, liveState, signal);
     showFiles(s.session_id, '/workspace', files, signal);

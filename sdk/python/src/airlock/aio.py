@@ -105,6 +105,9 @@ class AsyncAirlock:
     async def get_session(self, session_id: str) -> SessionInfo:
         return await _call(self.sync.get_session, session_id)
 
+    async def session_metrics(self, *args: Any, **kw: Any):
+        return await _call(self.sync.session_metrics, *args, **kw)
+
     async def sessions(self, *args: Any, **kw: Any):
         return await _call(self.sync.sessions, *args, **kw)
 
@@ -152,6 +155,9 @@ class AsyncSession:
 
     async def set_network(self, *args: Any, **kw: Any) -> SessionInfo:
         return await _call(self.sync.set_network, *args, **kw)
+
+    async def metrics(self, *args: Any, **kw: Any):
+        return await _call(self.sync.metrics, *args, **kw)
 
     async def egress(self, *args: Any, **kw: Any):
         return await _call(self.sync.egress, *args, **kw)

@@ -381,6 +381,14 @@ class Airlock:
         """A session's record."""
         return SessionInfo.from_json(self._json("GET", "v1/sessions/" + _seg(session_id)))
 
+    def session_metrics(self, session_id: str, start: Any = None, end: Any = None) -> List[Dict[str, Any]]:
+        """A session's resource samples, oldest first: dicts with at,
+        cpu_pct (percent of its CPU limit), memory_bytes, disk_bytes,
+        net_rx_bytes and net_tx_bytes. start and end (inclusive, optional)
+        are RFC 3339 strings or aware datetimes."""
+        q = {"start": _rfc3339(start), "end": _rfc3339(end)}
+        return list(self._json("GET", f"v1/sessions/{_seg(session_id)}/metrics", query=q).get("samples") or [])
+
     def sessions(self, live: bool = True, limit: int = 50, before: Optional[str] = None) -> "Page[SessionInfo]":
         """One page of the tenant's sessions' records, newest first."""
         return self._page("v1/sessions", "sessions",
@@ -482,6 +490,10 @@ class Session:
         self.info = SessionInfo.from_json(self._c._json("PUT", f"v1/sessions/{_seg(self.id)}/network",
                                                         json_body=body))
         return self.info
+
+    def metrics(self, start: Any = None, end: Any = None) -> List[Dict[str, Any]]:
+        """The session's resource samples, oldest first (Airlock.session_metrics)."""
+        return self._c.session_metrics(self.id, start, end)
 
     def egress(self, limit: int = 100, before: Optional[str] = None, *, kind: Optional[str] = None,
                verdict: Optional[str] = None) -> "Page[EgressEvent]":
@@ -683,3 +695,13 @@ def _seg(s: str) -> str:
     if not isinstance(s, str) or not s:
         raise ValueError("an ID is required")
     return urllib.parse.quote(s, safe="")
+
+
+def _rfc3339(t: Any) -> Optional[str]:
+    """t as an RFC 3339 string: None and strings as they are, datetimes
+    formatted (a naive one is taken as UTC)."""
+    if t is None or isinstance(t, str):
+        return t
+    if getattr(t, "tzinfo", 1) is None:
+        return t.isoformat() + "Z"
+    return t.isoformat()
