@@ -22,7 +22,9 @@ func newMemStore() *memStore {
 	return &memStore{byID: map[string]airlock.Template{}, live: map[string]int{}}
 }
 
-func notFound() error { return airlock.Problem(airlock.ENOTFOUND, "template-not-found", "template not found") }
+func notFound() error {
+	return airlock.Problem(airlock.ENOTFOUND, "template-not-found", "template not found")
+}
 
 func (m *memStore) CreateTemplate(ctx context.Context, t *airlock.Template) error {
 	m.mu.Lock()
