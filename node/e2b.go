@@ -35,7 +35,7 @@ type e2bStore interface {
 // from which every sandbox's access tokens are derived, is kept in
 // <state-dir>/e2b.key, so the tokens outlive a restart as the sessions
 // do.
-func newE2B(o E2BConfig, so SessionsConfig, stateDir string, sessions *session.Manager, store e2bStore, networkAllow func(*airlock.Tenant) []string, logger *slog.Logger) (*e2b.Server, error) {
+func newE2B(o E2BConfig, so SessionsConfig, stateDir string, sessions *session.Manager, store e2bStore, networkAllow func(*airlock.Tenant) []string, userTemplates airlock.TemplateResolver, logger *slog.Logger) (*e2b.Server, error) {
 	secret, err := loadOrCreateKey(filepath.Join(stateDir, "e2b.key"))
 	if err != nil {
 		return nil, err
@@ -53,6 +53,7 @@ func newE2B(o E2BConfig, so SessionsConfig, stateDir string, sessions *session.M
 		Tenants:           store,
 		Secret:            secret,
 		Templates:         templates,
+		UserTemplates:     userTemplates,
 		MaxLifetime:       so.MaxLifetime,
 		MaxProcessTimeout: so.MaxExecTimeout,
 		NetworkAllow:      networkAllow,

@@ -58,6 +58,7 @@ func (n *Node) listen(ctx context.Context) error {
 		PublicURL:    c.API.PublicURL,
 		Sessions:     sessions,
 		Usage:        n.Quotas,
+		Templates:    n.templateService(),
 		Admin:        n.Store,
 		Audit:        n.Store,
 		QuotaNames:   quotaNames(),
@@ -105,7 +106,7 @@ func (n *Node) listen(ctx context.Context) error {
 		return err
 	}
 	if c.E2B.Enabled || c.E2B.Listen != "" {
-		if n.E2B, err = newE2B(c.E2B, c.Sessions, c.StateDir, n.Sessions, n.Store, c.Egress.allowFor, n.logger); err != nil {
+		if n.E2B, err = newE2B(c.E2B, c.Sessions, c.StateDir, n.Sessions, n.Store, c.Egress.allowFor, n.templateResolver(), n.logger); err != nil {
 			return err
 		}
 		if c.E2B.Enabled {

@@ -29,6 +29,7 @@ import (
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/service/template"
 	"github.com/airlockhq/airlock/service/watch"
 	"github.com/airlockhq/airlock/service/webhook"
 )
@@ -58,7 +59,8 @@ type Node struct {
 	OneShot     *oneshot.Manager
 	Sessions    *session.Manager
 	Webhooks    *webhook.Service // nil without a master key
-	Fleet       *fleet.Fleet     // nil without Fleet.Etcd
+	Templates   *template.Service
+	Fleet       *fleet.Fleet // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen
 	Preview     *preview.Service

@@ -31,6 +31,7 @@ type Store interface {
 	airlock.AuditStore
 	airlock.BrokerGrantStore
 	airlock.TenantDeleter
+	airlock.TemplateStore
 	seal.KeyStore
 	fleet.Store
 	Close() error

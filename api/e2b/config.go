@@ -66,6 +66,10 @@ type Config struct {
 	// Templates maps E2B template names to images; DefaultTemplates if
 	// nil.
 	Templates map[string]string
+	// UserTemplates resolves a templateID that Templates does not map:
+	// the tenant's template of that name, else the operator's (Airlock
+	// templates, POST /v1/templates). Nil: only Templates.
+	UserTemplates airlock.TemplateResolver
 	// Domain is the domain of every sandbox; DefaultDomain if empty.
 	Domain string
 	// Size is the session size of every sandbox (the session service's

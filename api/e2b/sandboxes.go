@@ -150,6 +150,23 @@ func (s *Server) imageFor(template string) (string, error) {
 	return "", errorf(404, fmt.Sprintf("template %q not found (this node has %s)", clip(template, 100), strings.Join(sorted(names), ", ")))
 }
 
+// imageOrTemplate maps an E2B templateID to an image (the node's map)
+// or, failing that, to an Airlock template the tenant sees; an unknown
+// one is E2B's 404.
+func (s *Server) imageOrTemplate(ctx context.Context, t *airlock.Tenant, template string) (string, string, error) {
+	img, err := s.imageFor(template)
+	if err == nil || s.cfg.UserTemplates == nil {
+		return img, "", err
+	}
+	if _, terr := s.cfg.UserTemplates.ResolveTemplate(ctx, t.ID, template); terr != nil {
+		if airlock.ErrorCode(terr) == airlock.ENOTFOUND {
+			return "", "", err
+		}
+		return "", "", terr
+	}
+	return "", template, nil
+}
+
 // checkStrings bounds a map of strings from a request.
 func checkStrings(what string, m map[string]string, envNames bool) error {
 	if len(m) > 256 {
@@ -215,7 +232,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 	if err := checkStrings("envVars", req.EnvVars, true); err != nil {
 		return err
 	}
-	img, err := s.imageFor(req.TemplateID)
+	img, tmpl, err := s.imageOrTemplate(r.Context(), t, req.TemplateID)
 	if err != nil {
 		return err
 	}
@@ -231,6 +248,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t *airlock.Tenan
 	timeout = min(timeout, maxS)
 	sess, _, err := s.cfg.Sessions.CreateSession(r.Context(), t, airlock.CreateSessionRequest{
 		Image:        img,
+		Template:     tmpl,
 		Size:         s.cfg.Size,
 		TimeoutS:     timeout,
 		IdleTimeoutS: maxS, // E2B sandboxes live to their timeout, busy or not

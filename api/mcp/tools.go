@@ -41,6 +41,7 @@ func (t *tools) register(srv *sdk.Server) {
 			"timeout_s":     timeoutProp,
 			"allow_network": {desc: "Give the program the tenant's network allow list (set by the operator); refused if the tenant has none. Default: no network at all."},
 			"image":         {desc: "Image to run in: python-ds (Python with numpy, pandas, matplotlib) or base (bash, python3, node, sqlite3). Omit for the language's default."},
+			"template":      {desc: "A template to run from instead of an image: the tenant's own (made with POST /v1/templates), else the operator's. Not with image."},
 			"isolation":     {desc: "Isolation level: kernel (gVisor, the default) or stronger. Omit unless told otherwise; asking for less than the tenant's floor is refused.", enum: enumOf(airlock.Isolations)},
 		}),
 		OutputSchema: schemaOf[airlock.Execution]("The execution record, as GET /v1/executions/{id} returns it.", nil),
@@ -56,6 +57,7 @@ func (t *tools) register(srv *sdk.Server) {
 		InputSchema: schemaOf[CreateSessionInput]("The session to create (the body of POST /v1/sessions).", map[string]prop{
 			"tenant":          {desc: "Leave out: the tenant is the API key's."},
 			"image":           {desc: "Image: python-ds (Python with numpy, pandas, matplotlib; the default) or base (bash, python3, node, sqlite3)."},
+			"template":        {desc: "A template to start from instead of an image: the tenant's own, else the operator's. Not with image."},
 			"size":            {desc: "CPU, memory and disk preset. Default small.", enum: enumOf(airlock.SessionSizes)},
 			"timeout_s":       {desc: "Seconds until the session is destroyed (default 600).", min: minimum(1)},
 			"idle_timeout_s":  {desc: "Seconds without any call after which the session is destroyed (default 600).", min: minimum(1)},

@@ -60,6 +60,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/admin/usage", (*Server).adminUsage, authAdmin},
 	{http.MethodGet, "/v1/admin/events", (*Server).adminEvents, authAdmin},
 	{http.MethodGet, "/v1/admin/audit", (*Server).listAudit, authAdmin},
+	{http.MethodPost, "/v1/admin/templates", (*Server).adminCreateTemplate, authAdmin},
+	{http.MethodGet, "/v1/admin/templates", (*Server).adminListTemplates, authAdmin},
+	{http.MethodDelete, "/v1/admin/templates/{name}", (*Server).adminDeleteTemplate, authAdmin},
 
 	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
 	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},
@@ -112,4 +115,11 @@ var routes = []route{
 	{http.MethodDelete, "/v1/webhooks/{id}", (*Server).deleteWebhook, authBearer},
 	{http.MethodGet, "/v1/webhooks/{id}/deliveries", (*Server).listDeliveries, authBearer},
 	{http.MethodPost, "/v1/webhooks/{id}/deliveries/{delivery_id}/replay", (*Server).replayDelivery, authBearer},
+	// Templates (templates.go).
+	{http.MethodPost, "/v1/templates", (*Server).createTemplate, authBearer},
+	{http.MethodGet, "/v1/templates", (*Server).listTemplates, authBearer},
+	{http.MethodPost, "/v1/templates/contexts", (*Server).uploadTemplateContext, authBearer},
+	{http.MethodGet, "/v1/templates/{name}", (*Server).getTemplate, authBearer},
+	{http.MethodDelete, "/v1/templates/{name}", (*Server).deleteTemplate, authBearer},
+	{http.MethodGet, "/v1/templates/{name}/logs", (*Server).templateLogs, authBearer},
 }

@@ -23,11 +23,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if err != nil {
 		return nil, err
 	}
-	imageName := req.Image
-	if imageName == "" {
-		imageName = m.cfg.DefaultImages[req.Language]
-	}
-	img, building, err := m.resolve(ctx, req, imageName)
+	img, building, err := m.resolve(ctx, tenant, req)
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +123,16 @@ func (m *Manager) allowList(t *airlock.Tenant, req airlock.ExecuteRequest) ([]st
 	return allow, nil
 }
 
-// resolve finds the image of a run. A Python run that names no image,
-// while its default is being built on this node, is served by the
-// default's stand-in (Config.StandIns): building is then the default's
-// error, for the caller to answer if the code needs the default itself.
-func (m *Manager) resolve(ctx context.Context, req airlock.ExecuteRequest, name string) (img *airlock.Image, building, err error) {
-	img, err = m.cfg.Images.Resolve(ctx, name)
-	stand := m.cfg.StandIns[name]
-	if err == nil || req.Image != "" || req.Language != airlock.Python || stand == "" || !errors.Is(err, airlock.ErrImageBuilding) {
+// resolve finds the image of a run (its template's, the one it names,
+// or its language's default). A Python run that names neither, while
+// the default is being built on this node, is served by the default's
+// stand-in (Config.StandIns): building is then the default's error, for
+// the caller to answer if the code needs the default itself.
+func (m *Manager) resolve(ctx context.Context, tenant *airlock.Tenant, req airlock.ExecuteRequest) (img *airlock.Image, building, err error) {
+	def := m.cfg.DefaultImages[req.Language]
+	img, err = airlock.ResolveRequestImage(ctx, m.cfg.Images, m.cfg.Templates, tenant.ID, req.Image, req.Template, def)
+	stand := m.cfg.StandIns[def]
+	if err == nil || req.Image != "" || req.Template != "" || req.Language != airlock.Python || stand == "" || !errors.Is(err, airlock.ErrImageBuilding) {
 		return img, nil, err
 	}
 	alt, aerr := m.cfg.Images.Resolve(ctx, stand)

@@ -26,6 +26,7 @@ type Store interface {
 	airlock.BrokerGrantStore
 	airlock.TenantDeleter
 	airlock.SessionMetricsStore
+	airlock.TemplateStore
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 	// The fleet's reaper's (fleet.Store).
@@ -106,6 +107,7 @@ var tests = []struct {
 	{"WebhookQueue", testWebhookQueue},
 	{"SessionLifecycleStored", testSessionLifecycleStored},
 	{"SessionSamples", testSessionSamples},
+	{"Templates", testTemplates},
 }
 
 // Run runs the whole suite against b, each test in parallel on a

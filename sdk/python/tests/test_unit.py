@@ -159,6 +159,16 @@ class StubTest(StubServerTest):
         s.close()  # twice is fine
         self.assertEqual(len(Stub.seen), 2)
 
+    def test_template_param(self):
+        Stub.routes[("POST", "/v1/execute")] = reply(200, EXECUTION)
+        Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s2", "state": "ready"})
+        Stub.routes[("DELETE", "/v1/sessions/s2")] = reply(200, {"session_id": "s2", "state": "destroyed"})
+        self.al.run("cat /app/x", language="bash", template="mine")
+        self.assertEqual(json.loads(Stub.seen[0][3]), {"language": "bash", "code": "cat /app/x", "template": "mine"})
+        with self.al.session(template="mine"):
+            pass
+        self.assertEqual(json.loads(Stub.seen[1][3]), {"template": "mine"})
+
     def test_session_is_the_context_manager(self):
         Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s1", "state": "ready", "image": "base"})
         Stub.routes[("GET", "/v1/sessions/s1")] = reply(200, {"session_id": "s1", "state": "ready", "size": "small"})

@@ -226,7 +226,7 @@ class Airlock:
 
     def run(self, code: str, language: str = "python", *, timeout_sec: Optional[int] = None,
             allow_network: bool = False, image: Optional[str] = None,
-            isolation: Optional[str] = None) -> Execution:
+            isolation: Optional[str] = None, template: Optional[str] = None) -> Execution:
         """Runs ``code`` once in a fresh sandbox and returns the result.
 
         A program that fails is a result (``exit_code``), not an exception;
@@ -242,6 +242,8 @@ class Airlock:
             body["image"] = image
         if isolation:
             body["isolation"] = isolation
+        if template:
+            body["template"] = template
         headers = {"X-Agent-Id": self.agent_id} if self.agent_id else None
         d = self._json("POST", "v1/execute", json_body=body, headers=headers,
                        timeout=self.timeout + (timeout_sec or 300))
@@ -348,7 +350,7 @@ class Airlock:
                 timeout_s: Optional[int] = None, idle_timeout_s: Optional[int] = None,
                 network: Optional[Dict[str, Any]] = None, broker_scopes: Optional[Sequence[str]] = None,
                 isolation: Optional[str] = None, idempotency_key: Optional[str] = None,
-                from_snapshot: Optional[str] = None) -> "Session":
+                from_snapshot: Optional[str] = None, template: Optional[str] = None) -> "Session":
         """Creates a session: one sandbox for many calls, returned as a
         ``Session``. Use it in a ``with`` block, which deletes it at the end
         (also when the block raises); else call ``close()``::
@@ -358,12 +360,14 @@ class Airlock:
 
         With ``idempotency_key``, a retry with the same key and arguments gets
         the same session instead of a second one. With ``from_snapshot`` (a
-        snapshot ID), the session starts from that snapshot.
+        snapshot ID), the session starts from that snapshot. With ``template``
+        (a template's name: the tenant's own, else the operator's), the
+        session starts from that template instead of an image.
         """
         body: Dict[str, Any] = {}
         for k, v in (("image", image), ("size", size), ("timeout_s", timeout_s),
                      ("idle_timeout_s", idle_timeout_s), ("network", network), ("isolation", isolation),
-                     ("from_snapshot", from_snapshot)):
+                     ("from_snapshot", from_snapshot), ("template", template)):
             if v is not None:
                 body[k] = v
         if broker_scopes:

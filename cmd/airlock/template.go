@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+const templateUsage = `usage:
+  airlock template import REF --name NAME [--username USER] [--wait] [-o json|table]
+  airlock template ls [-o json|table]
+  airlock template show NAME [-o json|table]
+  airlock template logs NAME
+  airlock template rm NAME...
+
+A template is an image a tenant brings: import pulls REF
+(host:port/repo:tag) from a registry and adds Airlock's agent and
+hardening; the build runs on the server (status building, then ready or
+failed). Then run from it with "template": NAME on /v1/execute and
+/v1/sessions. With --username, the password is read from the
+AIRLOCK_REGISTRY_PASSWORD environment variable; it is used for this pull
+only and never stored. With --wait, import follows the build log and
+exits non-zero if the build fails.
+
+flags:
+  -o, --output FORMAT     table or json; import prints only the name without it
+  --url URL, --key KEY, --profile NAME
+                          server, API key and profile (see airlock login)
+`
+
+func runTemplate(ctx context.Context, args []string, std stdio) error {
+	if len(args) == 0 {
+		return errUsage("template", "want a subcommand: import, ls, show, logs or rm")
+	}
+	verb := args[0]
+	switch verb {
+	case "import", "ls", "list", "show", "get", "logs", "rm", "delete":
+	default:
+		return errUsage("template", "unknown subcommand %q (want import, ls, show, logs or rm)", verb)
+	}
+	fs := newFlagSet("template "+verb, templateUsage, std.err)
+	var srv serverFlags
+	var out outputFlags
+	srv.register(fs)
+	out.register(fs, true)
+	name := fs.String("name", "", "")
+	user := fs.String("username", "", "")
+	wait := fs.Bool("wait", false, "")
+	pos, err := parseArgs(fs, args[1:])
+	if err != nil {
+		return flagErr(err)
+	}
+	c, err := srv.client(nil)
+	if err != nil {
+		return apiFailed(std, err, &srv)
+	}
+	fail := func(err error) error { return apiFailed(std, err, &srv) }
+	switch verb {
+	case "import":
+		if len(pos) != 1 || *name == "" {
+			return errUsage("template import", "want one REF and --name NAME")
+		}
+		req := airlock.CreateTemplateRequest{Name: *name, FromImage: pos[0]}
+		if *user != "" {
+			req.RegistryAuth = &airlock.RegistryAuth{Username: *user, Password: os.Getenv("AIRLOCK_REGISTRY_PASSWORD")}
+		}
+		t, err := c.CreateTemplate(ctx, req)
+		if err != nil {
+			return fail(err)
+		}
+		if *wait {
+			if err := c.TemplateLogs(ctx, t.Name, std.err); err != nil {
+				return fail(err)
+			}
+			if t, err = c.Template(ctx, t.Name); err != nil {
+				return fail(err)
+			}
+			if t.Status == airlock.TemplateFailed {
+				return fmt.Errorf("template %s failed: %s", printableText(t.Name), printableText(t.Reason))
+			}
+		}
+		switch {
+		case out.json(std):
+			return writeJSON(std.out, t)
+		case out.format == formatTable:
+			return writeRecord(std.out, t)
+		}
+		fmt.Fprintln(std.out, t.Name)
+		return nil
+	case "ls", "list":
+		l, err := c.ListTemplates(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if out.json(std) {
+			return writeJSON(std.out, l)
+		}
+		tb := newTable(std.out, "NAME", "OWNER", "STATUS", "SOURCE", "SIZE_BYTES", "CREATED")
+		for _, t := range l {
+			owner := "tenant"
+			if t.TenantID == "" {
+				owner = "operator"
+			}
+			tb.row(t.Name, owner, t.Status, t.Source, t.SizeBytes, t.CreatedAt.Local().Format(time.DateTime))
+		}
+		return tb.flush()
+	case "show", "get":
+		if len(pos) != 1 {
+			return errUsage("template show", "want one NAME")
+		}
+		t, err := c.Template(ctx, pos[0])
+		if err != nil {
+			return fail(err)
+		}
+		if out.json(std) {
+			return writeJSON(std.out, t)
+		}
+		return writeRecord(std.out, t)
+	case "logs":
+		if len(pos) != 1 {
+			return errUsage("template logs", "want one NAME")
+		}
+		if err := c.TemplateLogs(ctx, pos[0], std.out); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	if len(pos) == 0 {
+		return errUsage("template rm", "want one or more NAMEs")
+	}
+	for _, n := range pos {
+		if err := c.DeleteTemplate(ctx, n); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(std.out, "%s deleted\n", printableText(n))
+	}
+	return nil
+}
