@@ -268,12 +268,14 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		res.Steps = append(res.Steps, rep)
 	}
 	res.Key = key
+	t0 := time.Now()
 	rootfs, err := b.finalRootfs(ctx, key, from.Rootfs, layers, req.NoCache)
 	if err != nil {
 		fmt.Fprintf(log, "error: %v\n", err)
 		return nil, err
 	}
 	res.Rootfs = rootfs
+	fmt.Fprintf(log, "rootfs %s ready in %.1fs\n", key[:12], time.Since(t0).Seconds())
 	root, err := os.OpenRoot(rootfs)
 	if err != nil {
 		return nil, err
