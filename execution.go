@@ -38,6 +38,9 @@ type ExecuteRequest struct {
 	TimeoutSec   int      `json:"timeout_s,omitempty"`
 	AllowNetwork bool     `json:"allow_network,omitempty"` // the tenant's default allow list (operator config)
 	Image        string   `json:"image,omitempty"`
+	// Template names a template (the tenant's, else the operator's) to
+	// run from instead of an image.
+	Template string `json:"template,omitempty"`
 	// Isolation asks for a level (see ChooseBackend); empty means the
 	// node's default backend.
 	Isolation Isolation `json:"isolation,omitempty"`

@@ -125,8 +125,11 @@ func (z SessionSize) Valid() bool {
 // reference design). The tenant comes from the API key; a tenant named in
 // the body must be that one.
 type CreateSessionRequest struct {
-	Tenant       string         `json:"tenant,omitempty"`
-	Image        string         `json:"image,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	Image  string `json:"image,omitempty"`
+	// Template names a template (the tenant's, else the operator's) to
+	// start from instead of an image.
+	Template     string         `json:"template,omitempty"`
 	Size         SessionSize    `json:"size,omitempty"`
 	TimeoutS     int            `json:"timeout_s,omitempty"`
 	IdleTimeoutS int            `json:"idle_timeout_s,omitempty"`

@@ -76,6 +76,9 @@ type Config struct {
 	Trace    TraceConfig
 	Store    StoreConfig
 	Fleet    FleetConfig
+	// Templates configures templates from OCI images (and the builders
+	// other sources plug in).
+	Templates TemplatesConfig
 }
 
 // SessionsConfig are the session settings.

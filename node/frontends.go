@@ -57,6 +57,7 @@ func (n *Node) listen(ctx context.Context) error {
 		PublicURL:    c.API.PublicURL,
 		Sessions:     sessions,
 		Usage:        n.Quotas,
+		Templates:    n.templateService(),
 		Admin:        n.Store,
 		Audit:        n.Store,
 		QuotaNames:   quotaNames(),

@@ -51,6 +51,9 @@ func (n *Node) startServices(ctx context.Context) error {
 	if n.parts.egress != nil {
 		n.egress, n.egressLog = n.parts.egress, n.parts.egressLog
 	}
+	if err := n.startTemplates(ctx, secrets); err != nil {
+		return err
+	}
 	if err := n.startProvisioner(secrets); err != nil {
 		return err
 	}
@@ -58,7 +61,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.parts.session, n.logger)
+	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.resolver(), n.Store, n.egress, n.egressLog, n.templateResolver(), n.parts.session, n.logger)
 	return err
 }
 
@@ -101,7 +104,8 @@ func (n *Node) startProvisioner(secrets *secretscan.Known) error {
 	n.OneShot, err = oneshot.New(oneshot.Config{
 		Provisioner:  n.Provisioner,
 		Runner:       n.Runner,
-		Images:       n.Images,
+		Images:       n.resolver(),
+		Templates:    n.templateResolver(),
 		Store:        n.Store,
 		Blobs:        n.Blobs,
 		Limits:       c.limits(),

@@ -21,11 +21,12 @@ type sessionStore interface {
 }
 
 // newSessions makes the session manager.
-func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
+func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, templates airlock.TemplateResolver, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
 	cfg := session.Config{
 		Provisioner:    prov,
 		Runner:         runner,
 		Images:         images,
+		Templates:      templates,
 		Store:          store,
 		Sessions:       store,
 		Egress:         eg,

@@ -29,6 +29,7 @@ type Store interface {
 	airlock.AuditStore
 	airlock.BrokerGrantStore
 	airlock.TenantDeleter
+	airlock.TemplateStore
 	seal.KeyStore
 	fleet.Store
 	Close() error

@@ -33,6 +33,8 @@ type SandboxExecuteRequest struct {
 	Code         string           `json:"code"`
 	TimeoutSec   int              `json:"timeout_sec,omitempty"`
 	AllowNetwork bool             `json:"allow_network,omitempty"`
+	// Template (our addition) runs it from a template.
+	Template string `json:"template,omitempty"`
 }
 
 // sandboxExecute is the reference route: POST /v1/sandbox/execute takes
@@ -43,7 +45,7 @@ type SandboxExecuteRequest struct {
 func (s *Server) sandboxExecute(w http.ResponseWriter, r *http.Request) {
 	var req SandboxExecuteRequest
 	s.runExecute(w, r, &req, func() airlock.ExecuteRequest {
-		return airlock.ExecuteRequest{Language: req.Language, Code: req.Code, TimeoutSec: req.TimeoutSec, AllowNetwork: req.AllowNetwork}
+		return airlock.ExecuteRequest{Language: req.Language, Code: req.Code, TimeoutSec: req.TimeoutSec, AllowNetwork: req.AllowNetwork, Template: req.Template}
 	})
 }
 

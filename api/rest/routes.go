@@ -60,6 +60,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/admin/usage", (*Server).adminUsage, authAdmin},
 	{http.MethodGet, "/v1/admin/events", (*Server).adminEvents, authAdmin},
 	{http.MethodGet, "/v1/admin/audit", (*Server).listAudit, authAdmin},
+	{http.MethodPost, "/v1/admin/templates", (*Server).adminCreateTemplate, authAdmin},
+	{http.MethodGet, "/v1/admin/templates", (*Server).adminListTemplates, authAdmin},
+	{http.MethodDelete, "/v1/admin/templates/{name}", (*Server).adminDeleteTemplate, authAdmin},
 
 	// Sessions (sessions.go, session_exec.go, session_files.go, contexts.go).
 	{http.MethodPost, "/v1/sessions", (*Server).createSession, authBearer},
@@ -88,4 +91,12 @@ var routes = []route{
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
+
+	// Templates (templates.go).
+	{http.MethodPost, "/v1/templates", (*Server).createTemplate, authBearer},
+	{http.MethodGet, "/v1/templates", (*Server).listTemplates, authBearer},
+	{http.MethodPost, "/v1/templates/contexts", (*Server).uploadTemplateContext, authBearer},
+	{http.MethodGet, "/v1/templates/{name}", (*Server).getTemplate, authBearer},
+	{http.MethodDelete, "/v1/templates/{name}", (*Server).deleteTemplate, authBearer},
+	{http.MethodGet, "/v1/templates/{name}/logs", (*Server).templateLogs, authBearer},
 }

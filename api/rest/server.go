@@ -84,6 +84,9 @@ type Config struct {
 	// QuotaNames are the quotas PATCH /v1/admin/tenants/{name} may
 	// override (package quota's keys); others are 400 unknown-quota.
 	QuotaNames []string
+	// Templates serves /v1/templates and /v1/admin/templates; nil answers
+	// 501 templates-disabled.
+	Templates airlock.TemplateService
 	// Usage serves GET /v1/usage (the tenant's use of its quotas); nil
 	// answers 501 usage-disabled.
 	Usage airlock.UsageService

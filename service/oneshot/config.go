@@ -15,8 +15,11 @@ type Config struct {
 	Provisioner *provision.Provisioner
 	Runner      *run.Runner
 	Images      airlock.ImageResolver
-	Store       airlock.Store
-	Blobs       airlock.Blobs
+	// Templates resolves "template" of a request; nil refuses every
+	// template (not found).
+	Templates airlock.TemplateResolver
+	Store     airlock.Store
+	Blobs     airlock.Blobs
 
 	// Limits of a one-shot execution; Timeout is the default wall time.
 	Limits airlock.Limits

@@ -23,11 +23,7 @@ func (m *Manager) Execute(ctx context.Context, tenant *airlock.Tenant, agentID s
 	if err != nil {
 		return nil, err
 	}
-	imageName := req.Image
-	if imageName == "" {
-		imageName = m.cfg.DefaultImages[req.Language]
-	}
-	img, err := m.cfg.Images.Resolve(ctx, imageName)
+	img, err := airlock.ResolveRequestImage(ctx, m.cfg.Images, m.cfg.Templates, tenant.ID, req.Image, req.Template, m.cfg.DefaultImages[req.Language])
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,13 @@ type Config struct {
 	Provisioner *provision.Provisioner
 	Runner      *run.Runner
 	Images      airlock.ImageResolver
-	Store       airlock.Store        // tenants; executions of sessions are recorded through Runner
-	Sessions    airlock.SessionStore // session records and idempotency keys
+	// Templates resolves "template" of a request; nil refuses every
+	// template (not found). Images must then resolve the names of
+	// templates' images too (template.Service.Images), for restarts and
+	// forks.
+	Templates airlock.TemplateResolver
+	Store     airlock.Store        // tenants; executions of sessions are recorded through Runner
+	Sessions  airlock.SessionStore // session records and idempotency keys
 	// Egress gives sessions with an allow list or broker scopes their
 	// network, and EgressLog is where it writes its audit log; without
 	// them such sessions are refused (network-unavailable).

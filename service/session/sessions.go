@@ -139,11 +139,7 @@ func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.
 	if req.Network != nil {
 		netPolicy = *req.Network
 	}
-	imageName := req.Image
-	if imageName == "" {
-		imageName = m.cfg.DefaultImage
-	}
-	img, err := m.cfg.Images.Resolve(ctx, imageName)
+	img, err := airlock.ResolveRequestImage(ctx, m.cfg.Images, m.cfg.Templates, tenant.ID, req.Image, req.Template, m.cfg.DefaultImage)
 	if err != nil {
 		return nil, err
 	}

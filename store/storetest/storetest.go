@@ -23,6 +23,7 @@ type Store interface {
 	airlock.AuditStore
 	airlock.BrokerGrantStore
 	airlock.TenantDeleter
+	airlock.TemplateStore
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 	// The fleet's reaper's (fleet.Store).
@@ -99,6 +100,7 @@ var tests = []struct {
 	{"Quarantine", testQuarantine},
 	{"SnapshotsAndKeys", testSnapshotsAndKeys},
 	{"NodeScopedRecords", testNodeScopedRecords},
+	{"Templates", testTemplates},
 }
 
 // Run runs the whole suite against b, each test in parallel on a

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/template"
+)
+
+// TemplatesConfig configures templates.
+type TemplatesConfig struct {
+	// Disabled turns templates off: /v1/templates answers 501 and
+	// "template" on a request is not found.
+	Disabled bool
+	// InsecureRegistries are the registries (host:port) that may be
+	// reached over plain HTTP; every other is HTTPS only.
+	InsecureRegistries []string
+	// RegistryAuthFile is a Docker config.json-style file of the node's
+	// registry credentials ({"auths": {"host:port": {"auth": base64
+	// "user:pass"}}}), used when a request brings none.
+	RegistryAuthFile string
+	// MaxContextBytes bounds an uploaded context; MaxBytes and MaxFiles
+	// one template's rootfs; QuotaBytes a tenant's templates together
+	// (negative: no quota). Zero: the package's defaults.
+	MaxContextBytes int64
+	MaxBytes        int64
+	MaxFiles        int64
+	QuotaBytes      int64
+	// Builders adds (or replaces) the builder of a source kind, e.g. the
+	// Dockerfile builder.
+	Builders map[airlock.TemplateSource]template.Builder
+}
+
+// startTemplates makes the template service and records the builds an
+// earlier process left unfinished as failed.
+func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) error {
+	c := n.cfg.Templates
+	if c.Disabled {
+		return nil
+	}
+	builders := map[airlock.TemplateSource]template.Builder{}
+	oci, err := template.NewOCIBuilder(template.OCIConfig{
+		StateDir: n.cfg.StateDir, InsecureRegistries: c.InsecureRegistries, AuthFile: c.RegistryAuthFile,
+	})
+	if err != nil {
+		return err
+	}
+	builders[airlock.TemplateFromImage] = oci
+	builders[airlock.TemplateFromArchive] = oci
+	for k, b := range c.Builders {
+		builders[k] = b
+	}
+	svc, err := template.New(template.Config{
+		StateDir: n.cfg.StateDir, Store: n.Store, AgentPath: n.cfg.AgentPath,
+		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders,
+		MaxContextBytes: c.MaxContextBytes, MaxBytes: c.MaxBytes, MaxFiles: c.MaxFiles, QuotaBytes: c.QuotaBytes,
+		Logger: n.logger.With("component", "templates"),
+	})
+	if err != nil {
+		return err
+	}
+	if k, err := svc.Recover(ctx); err != nil {
+		svc.Close()
+		return err
+	} else if k > 0 {
+		n.logger.Warn("template builds interrupted by the last stop are recorded failed", "templates", k)
+	}
+	n.Templates = svc
+	n.onClose(func() { svc.Close() })
+	return nil
+}
+
+// resolver is the image resolver of the services: images, and the
+// images of templates by their internal names.
+func (n *Node) resolver() airlock.ImageResolver {
+	if n.Templates == nil {
+		return n.Images
+	}
+	return n.Templates.Images(n.Images)
+}
+
+// templateResolver is nil without templates (an interface holding a nil
+// pointer would not be).
+func (n *Node) templateResolver() airlock.TemplateResolver {
+	if n.Templates == nil {
+		return nil
+	}
+	return n.Templates
+}
+
+func (n *Node) templateService() airlock.TemplateService {
+	if n.Templates == nil {
+		return nil
+	}
+	return n.Templates
+}
