@@ -45,7 +45,8 @@ type Config struct {
 	// Runner runs RUN steps (the gvisor backend).
 	Runner airlock.BuildRunner
 	// ResolveFrom finds the image FROM names: one of ours (base,
-	// python-ds), a template, or a registry image the caller imports.
+	// python-ds) or a template. Request.ResolveFrom overrides it; one
+	// of them must be set.
 	ResolveFrom func(ctx context.Context, ref string) (*airlock.Image, error)
 	// Limits bound the Dockerfile.
 	Limits Limits
@@ -67,9 +68,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Runner == nil {
 		return errors.New("dockerfile builder: no Runner")
-	}
-	if c.ResolveFrom == nil {
-		return errors.New("dockerfile builder: no ResolveFrom")
 	}
 	if c.StepLimits == (airlock.Limits{}) {
 		c.StepLimits = DefaultStepLimits
@@ -131,6 +129,9 @@ type Request struct {
 	Log io.Writer
 	// NoCache runs every step again (and replaces cached results).
 	NoCache bool
+	// ResolveFrom, if set, finds FROM's image for this build instead
+	// of Config.ResolveFrom (a tenant's templates, say).
+	ResolveFrom func(ctx context.Context, ref string) (*airlock.Image, error)
 }
 
 // StepReport says how one instruction went.
@@ -195,7 +196,14 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	}
 	total := len(d.Steps) + 1
 	fmt.Fprintf(log, "#1/%d [line %d] FROM %s\n", total, d.FromLine, ref)
-	from, err := b.cfg.ResolveFrom(ctx, ref)
+	resolve := b.cfg.ResolveFrom
+	if req.ResolveFrom != nil {
+		resolve = req.ResolveFrom
+	}
+	if resolve == nil {
+		return nil, errors.New("dockerfile builder: no ResolveFrom")
+	}
+	from, err := resolve(ctx, ref)
 	if err != nil {
 		err = &LineError{Line: d.FromLine, Instruction: "FROM", Msg: fmt.Sprintf("%s: %v", ref, err), Err: errors.Join(ErrInvalid, err)}
 		fmt.Fprintf(log, "error: %v\n", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/template/dockerfile"
 )
 
@@ -43,7 +44,7 @@ func TestTemplateSandboxRunsStartCmd(t *testing.T) {
 	}
 	defer sb.Destroy(context.Background())
 	var out bytes.Buffer
-	err = dockerfile.Start(ctx, sb.Agent(), dockerfile.StartSpec{
+	err = provision.Start(ctx, sb.Agent(), provision.StartSpec{
 		StartCmd: "exec python3 /srv/server.py", ReadyCmd: "test -s /tmp/ready", Timeout: 30 * time.Second,
 	})
 	if err != nil {
@@ -55,7 +56,7 @@ func TestTemplateSandboxRunsStartCmd(t *testing.T) {
 	}
 	running := false
 	for _, p := range procs {
-		running = running || (p.Tag == dockerfile.StartTag && p.Running)
+		running = running || (p.Tag == provision.StartTag && p.Running)
 	}
 	if !running {
 		t.Errorf("start_cmd not running: %+v", procs)
@@ -72,12 +73,12 @@ func TestTemplateSandboxRunsStartCmd(t *testing.T) {
 	}
 
 	// A ready_cmd that never succeeds, and a start_cmd that exits.
-	err = dockerfile.Start(ctx, sb.Agent(), dockerfile.StartSpec{ReadyCmd: "false", Timeout: time.Second})
-	if !errors.Is(err, dockerfile.ErrNotReady) {
+	err = provision.Start(ctx, sb.Agent(), provision.StartSpec{ReadyCmd: "false", Timeout: time.Second})
+	if !errors.Is(err, provision.ErrNotReady) {
 		t.Errorf("ready_cmd false: %v, want ErrNotReady", err)
 	}
-	err = dockerfile.Start(ctx, sb.Agent(), dockerfile.StartSpec{StartCmd: "exit 4", ReadyCmd: "false", Timeout: 20 * time.Second})
-	if !errors.Is(err, dockerfile.ErrNotReady) || !strings.Contains(err.Error(), "code 4") {
+	err = provision.Start(ctx, sb.Agent(), provision.StartSpec{StartCmd: "exit 4", ReadyCmd: "false", Timeout: 20 * time.Second})
+	if !errors.Is(err, provision.ErrNotReady) || !strings.Contains(err.Error(), "code 4") {
 		t.Errorf("start_cmd exits: %v, want ErrNotReady naming code 4", err)
 	}
 }

@@ -1,4 +1,4 @@
-package dockerfile
+package provision
 
 import (
 	"context"
@@ -98,4 +98,18 @@ func Start(ctx context.Context, agent airlock.AgentRunner, spec StartSpec) error
 		case <-time.After(spec.Interval):
 		}
 	}
+}
+
+// startImage runs the image's start_cmd and waits for its ready_cmd in a
+// sandbox just booted (restored sandboxes carry it from their snapshot);
+// on failure the sandbox is destroyed.
+func startImage(ctx context.Context, sb airlock.Sandbox, img *airlock.Image) error {
+	if img == nil || (img.StartCmd == "" && img.ReadyCmd == "") {
+		return nil
+	}
+	if err := Start(ctx, sb.Agent(), StartSpec{StartCmd: img.StartCmd, ReadyCmd: img.ReadyCmd}); err != nil {
+		sb.Destroy(context.WithoutCancel(ctx))
+		return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "template-start-failed", Message: "the template's start_cmd or ready_cmd failed", Err: err}
+	}
+	return nil
 }
