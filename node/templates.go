@@ -44,6 +44,10 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 	if c.Disabled {
 		return nil
 	}
+	if n.cfg.AgentPath == "" {
+		n.logger.Warn("templates are off: no agent binary to install into them (set --agent or put airlock-agent beside airlockd)")
+		return nil
+	}
 	builders := map[airlock.TemplateSource]template.Builder{}
 	oci, err := template.NewOCIBuilder(template.OCIConfig{
 		StateDir: n.cfg.StateDir, InsecureRegistries: c.InsecureRegistries, AuthFile: c.RegistryAuthFile,

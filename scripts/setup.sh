@@ -132,12 +132,20 @@ if [ "$tests" = 1 ]; then
 	# with runc where cgroups are hybrid, which crun refuses.
 	command -v podman >/dev/null || need+=(podman)
 	command -v runc >/dev/null || need+=(runc)
+	# The template import tests push to and pull from a real registry on
+	# loopback (the CNCF distribution server); they start their own.
+	[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	apt_install "${need[@]}"
 else
 	echo "all present"
+fi
+# The registry's package starts a system-wide registry on :5000 where
+# systemd runs; the tests need none of it.
+if [ "$tests" = 1 ] && command -v systemctl >/dev/null && systemctl is-enabled docker-registry >/dev/null 2>&1; then
+	systemctl disable --now docker-registry >/dev/null 2>&1 || true
 fi
 
 step "runsc (gVisor) ${RUNSC_VERSION}, with precompiled seccomp filters, into $RUNSC_BIN"

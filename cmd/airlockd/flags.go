@@ -150,6 +150,19 @@ func (f templateFlag) Set(v string) error {
 	return nil
 }
 
+// registryFlag collects --insecure-registry HOST:PORT.
+type registryFlag []string
+
+func (f *registryFlag) String() string { return strings.Join(*f, " ") }
+
+func (f *registryFlag) Set(v string) error {
+	if v == "" || strings.ContainsAny(v, "/ ") || !strings.Contains(v, ":") {
+		return fmt.Errorf("want HOST:PORT")
+	}
+	*f = append(*f, v)
+	return nil
+}
+
 // quotaFlag collects --quota KEY=VALUE.
 type quotaFlag quota.Limits
 
@@ -236,6 +249,9 @@ func (f *flags) registerState() {
 	r.str(&c.Blobs.SigningKeyFile, "signing-key-file", groupState,
 		"file holding the key that signs artifact URLs (at least 32 bytes, mode 0600); every node of a fleet must be given the same one "+
 			"so a URL signed by one node works on all (default: signing.key in the state directory, made at first start)")
+	r.repeat((*registryFlag)(&c.Templates.InsecureRegistries), "insecure-registry", groupState, "registry (HOST:PORT) that templates may be pulled from over plain HTTP (repeatable); every other registry is HTTPS only")
+	r.str(&c.Templates.RegistryAuthFile, "registry-auth-file", groupState, `file of the node's registry credentials for template imports, Docker config.json style ({"auths": {"HOST:PORT": {"auth": base64 of "user:password"}}}); used when a request brings none, never stored in a template`)
+	r.int64(&c.Templates.QuotaBytes, "template-quota-bytes", "bytes", groupState, "storage quota of one tenant's templates together (0: 10 GiB; negative: none)")
 	r.boolean(&c.KeepSessions, "keep-sessions", groupState, "on SIGTERM or SIGINT, leave live sessions running for the next start to reattach (false: end them)")
 }
 

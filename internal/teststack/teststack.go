@@ -92,6 +92,9 @@ type Options struct {
 	// WrapSessions, if set, wraps the session service the API serves (as
 	// airlockd wraps it to let sessions be watched).
 	WrapSessions func(airlock.SessionService) airlock.SessionService
+	// Templates, when set, turns templates on with this configuration
+	// and the test's agent (AIRLOCK_TEST_AGENT); nil leaves them off.
+	Templates *node.TemplatesConfig
 	// Serve, if set, returns what the loopback server serves, given the
 	// API's handler (to mount more beside it, as airlockd does).
 	Serve func(s *Stack, api http.Handler) http.Handler
@@ -148,7 +151,11 @@ func New(t testing.TB, o Options) *Stack {
 	if s.MasterKey == nil {
 		s.MasterKey, _ = seal.GenerateMasterKey()
 	}
-	n, err := node.New(context.Background(), o.config(s, dir), o.parts(s, images)...)
+	cfg := o.config(s, dir)
+	if o.Templates != nil {
+		cfg.Templates, cfg.AgentPath = *o.Templates, testenv.Agent(t)
+	}
+	n, err := node.New(context.Background(), cfg, o.parts(s, images)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +188,7 @@ func (o Options) config(s *Stack, dir string) node.Config {
 	c.Egress.Disabled = true
 	c.E2B.Enabled = false
 	c.Blobs.Dir = s.BlobDir
+	c.Templates.Disabled = true
 	c.Keep.MasterKey = s.MasterKey
 	c.NoSnapshots = !o.Snapshots && o.SnapshotDir == ""
 	c.SnapshotDir = o.SnapshotDir

@@ -79,6 +79,9 @@ func Finish(ctx context.Context, cfg FinishConfig, rootfs string) (*Finished, er
 		}
 	}
 	bl.step("host identity files, sandbox user (uid %d) and directories", SandboxUID)
+	if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil { // an image may have none
+		return nil, err
+	}
 	if err := hostFiles(rootfs); err != nil {
 		return nil, err
 	}

@@ -92,17 +92,17 @@ func (u *unpacker) openDir(rel string, mkdirs bool) (int, error) {
 		return fd, nil
 	}
 	if errors.Is(err, unix.ENOENT) && mkdirs {
-		parent, err := u.openDir(path.Dir(rel), true)
-		if err != nil {
-			return -1, err
+		parent, perr := u.openDir(path.Dir(rel), true)
+		if perr != nil {
+			return -1, perr
 		}
-		err = unix.Mkdirat(parent, path.Base(rel), 0o755)
+		merr := unix.Mkdirat(parent, path.Base(rel), 0o755)
 		unix.Close(parent)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return -1, u.pathErr(rel, err)
+		if merr != nil && !errors.Is(merr, unix.EEXIST) {
+			return -1, u.pathErr(rel, merr)
 		}
-		if err := u.count(rel, 0); err != nil {
-			return -1, err
+		if cerr := u.count(rel, 0); cerr != nil {
+			return -1, cerr
 		}
 		fd, err = unix.Openat2(u.rootfd, rel, how)
 	}
@@ -116,6 +116,8 @@ func (u *unpacker) openDir(rel string, mkdirs bool) (int, error) {
 // blame.
 func (u *unpacker) pathErr(rel string, err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
 		return refuse("entry %q: its path goes through a symbolic link that leads out of the image", rel)
 	case errors.Is(err, unix.ENOTDIR):
