@@ -12,6 +12,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
+	"github.com/airlockhq/airlock/internal/teststack"
+	"github.com/airlockhq/airlock/node"
 )
 
 // tarOf makes a tar of path -> content.
@@ -65,7 +67,10 @@ func waitTemplate(t *testing.T, s *stack, key, name string) airlock.Template {
 // line), a failing RUN (failed, naming its line), another tenant's
 // context and a revoked key.
 func TestTemplateFromDockerfile(t *testing.T) {
-	s := newStack(t, cold)
+	st := teststack.New(t, teststack.Options{MaxTimeout: maxTimeout, Templates: &node.TemplatesConfig{}})
+	s := &stack{store: st.Store, blobs: st.Blobs, backend: st.Backend, prov: st.Provisioner, url: st.URL}
+	s.a = s.newTenant(t, "tenant-a")
+	s.b = s.newTenant(t, "tenant-b")
 	defer s.close(t)
 	key := s.a.key
 	up := s.do(t, http.MethodPost, "/v1/templates/contexts", key, bytes.NewReader(tarOf(t, map[string]string{

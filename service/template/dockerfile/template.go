@@ -92,9 +92,18 @@ func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID
 		var le *LineError
 		switch {
 		case errors.As(err, &se):
-			return nil, &template.StepError{Line: se.Line, Err: errors.New(se.Error())}
+			// The template's reason is "line N: " and this.
+			msg := se.Text + ": " + se.Msg
+			if se.ExitCode >= 0 {
+				msg = fmt.Sprintf("%s: exit code %d", se.Text, se.ExitCode)
+			}
+			return nil, &template.StepError{Line: se.Line, Err: errors.New(msg)}
 		case errors.As(err, &le):
-			return nil, &template.StepError{Line: le.Line, Err: errors.New(le.Error())}
+			msg := le.Msg
+			if le.Instruction != "" {
+				msg = le.Instruction + ": " + msg
+			}
+			return nil, &template.StepError{Line: le.Line, Err: errors.New(msg)}
 		case errors.Is(err, ErrSecret):
 			return nil, airlock.Problem(airlock.EUNPROCESSABLE, image.ProblemSecret, "%v", err)
 		case err != nil:
