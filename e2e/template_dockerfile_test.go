@@ -39,8 +39,9 @@ ENV APP_HOME=/opt/app
 WORKDIR $APP_HOME
 COPY server.py ./
 RUN echo "$GREETING" > greeting.txt && python3 -m py_compile server.py
+RUN mkdir /srv/out && chown sandbox /srv/out
 USER sandbox
-RUN id -un > /tmp/built-by
+RUN id -un > /srv/out/built-by
 `
 
 // waitTemplate polls GET /v1/templates/{name} until it leaves building.
@@ -125,8 +126,8 @@ func TestTemplateFromDockerfile(t *testing.T) {
 	}
 	cached := time.Since(t0)
 	logs = s.do(t, http.MethodGet, "/v1/templates/web2/logs", key, nil, nil)
-	if n := strings.Count(string(logs.body), "CACHED"); n != 4 {
-		t.Errorf("rebuild: %d steps cached, want 4 (WORKDIR, COPY and both RUNs)\n%s", n, logs.body)
+	if n := strings.Count(string(logs.body), "CACHED"); n != 5 {
+		t.Errorf("rebuild: %d steps cached, want 5 (WORKDIR, COPY and three RUNs)\n%s", n, logs.body)
 	}
 	t.Logf("template build over REST: cold %.1fs, from cache %.1fs", cold.Seconds(), cached.Seconds())
 
@@ -139,7 +140,7 @@ func TestTemplateFromDockerfile(t *testing.T) {
 		t.Fatalf("session from the template: %v", err)
 	}
 	defer s.a.client.DeleteSession(context.Background(), sess.ID)
-	ex, err := s.a.client.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "cat /tmp/ready; echo; cat /opt/app/greeting.txt /tmp/built-by; " +
+	ex, err := s.a.client.Exec(ctx, sess.ID, airlock.SessionExecRequest{Shell: "cat /tmp/ready; echo; cat /opt/app/greeting.txt /srv/out/built-by; " +
 		`python3 -c "import glob; print(sum(('serv'+'er.py').encode() in open(p,'rb').read() for p in glob.glob('/proc/[0-9]*/cmdline')))"`})
 	if err != nil {
 		t.Fatal(err)
