@@ -26,6 +26,11 @@ type Image struct {
 	SizeBytes int64     `json:"size_bytes"`
 	Env       []string  `json:"env,omitempty"` // KEY=VALUE
 	BuiltAt   time.Time `json:"built_at"`
+	// StartCmd, when set, is started in every sandbox of the image (a
+	// template's start_cmd) and ReadyCmd run until it succeeds, before
+	// the sandbox is handed out or its base snapshot taken.
+	StartCmd string `json:"start_cmd,omitempty"`
+	ReadyCmd string `json:"ready_cmd,omitempty"`
 }
 
 // ImageResolver finds a built image by name.

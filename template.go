@@ -104,6 +104,8 @@ type CreateTemplateRequest struct {
 	Context      string        `json:"context,omitempty"`
 	StartCmd     string        `json:"start_cmd,omitempty"`
 	ReadyCmd     string        `json:"ready_cmd,omitempty"`
+	// BuildArgs set the Dockerfile's ARG values (dockerfile only).
+	BuildArgs map[string]string `json:"build_args,omitempty"`
 }
 
 // Source returns the request's source kind, or an EINVALID problem when

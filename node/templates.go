@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/service/template"
+	"github.com/airlockhq/airlock/service/template/dockerfile"
 )
 
 // TemplatesConfig configures templates.
@@ -30,6 +32,9 @@ type TemplatesConfig struct {
 	// Builders adds (or replaces) the builder of a source kind, e.g. the
 	// Dockerfile builder.
 	Builders map[airlock.TemplateSource]template.Builder
+	// DockerfileStepLimits bound each RUN of a Dockerfile build (zero:
+	// the dockerfile package's defaults).
+	DockerfileStepLimits airlock.Limits
 }
 
 // startTemplates makes the template service and records the builds an
@@ -52,12 +57,27 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 	}
 	builders[airlock.TemplateFromImage] = oci
 	builders[airlock.TemplateFromArchive] = oci
+	validators := map[airlock.TemplateSource]func(*airlock.CreateTemplateRequest) error{}
+	// svc is set below, before any build runs: FROM may name a template.
+	var svc *template.Service
+	if df, err := n.dockerfileBuilder(secrets); err != nil {
+		return err
+	} else if df != nil {
+		builders[airlock.TemplateFromDockerfile] = df.TemplateBuilder(func(ctx context.Context, tenantID, ref string) (*airlock.Image, error) {
+			img, err := n.Images.Resolve(ctx, ref)
+			if err == nil {
+				return img, nil
+			}
+			return svc.ResolveTemplate(ctx, tenantID, ref)
+		})
+		validators[airlock.TemplateFromDockerfile] = df.Validate
+	}
 	for k, b := range c.Builders {
 		builders[k] = b
 	}
-	svc, err := template.New(template.Config{
+	svc, err = template.New(template.Config{
 		StateDir: n.cfg.StateDir, Store: n.Store, AgentPath: n.cfg.AgentPath,
-		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders,
+		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders, Validators: validators,
 		MaxContextBytes: c.MaxContextBytes, MaxBytes: c.MaxBytes, MaxFiles: c.MaxFiles, QuotaBytes: c.QuotaBytes,
 		Logger: n.logger.With("component", "templates"),
 	})
@@ -98,4 +118,25 @@ func (n *Node) templateService() airlock.TemplateService {
 		return nil
 	}
 	return n.Templates
+}
+
+// dockerfileBuilder is the Dockerfile builder on the first backend that
+// runs build steps (gVisor), its cache in <state>/templates/dockerfile;
+// nil when no backend does.
+func (n *Node) dockerfileBuilder(secrets *secretscan.Known) (*dockerfile.Builder, error) {
+	for _, b := range n.Backends {
+		r, ok := b.(airlock.BuildRunner)
+		if !ok {
+			continue
+		}
+		state, err := filepath.Abs(n.cfg.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		return dockerfile.New(dockerfile.Config{
+			Dir: filepath.Join(state, "templates", "dockerfile"), Runner: r, StepLimits: n.cfg.Templates.DockerfileStepLimits,
+			Secrets: secretscan.Default().WithKnown(secrets), Logger: n.logger.With("component", "dockerfile"),
+		})
+	}
+	return nil, nil
 }

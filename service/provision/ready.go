@@ -56,6 +56,9 @@ func (p *Provisioner) make(ctx context.Context, k warmKey, id string, labels map
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox on %s: %w", k.backend.Name(), err)
 	}
+	if err := startImage(ctx, sb, k.img); err != nil {
+		return nil, "", err
+	}
 	return sb, airlock.StartCold, nil
 }
 
@@ -90,6 +93,9 @@ func (p *Provisioner) ready(ctx context.Context, k warmKey, id string, plain boo
 	}
 	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{ID: id, Image: k.img, Limits: k.limits, Labels: labels})
 	if err != nil {
+		return nil, "", err
+	}
+	if err := startImage(ctx, sb, k.img); err != nil {
 		return nil, "", err
 	}
 	if plain {

@@ -182,6 +182,9 @@ func (s *snapshots) build(ctx context.Context, k warmKey, dir string) error {
 		sb.Destroy(context.WithoutCancel(ctx))
 		return err
 	}
+	if err := startImage(ctx, sb, k.img); err != nil { // destroys sb
+		return err
+	}
 	tmp := filepath.Join(s.dir, ".tmp-"+k.name()+"-"+airlock.NewID()[:8])
 	if err := snap.Checkpoint(ctx, sb, tmp); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)

@@ -206,6 +206,9 @@ func (p *Provisioner) sandbox(ctx context.Context, b airlock.Backend, s Spec) (a
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox on %s: %w", b.Name(), err)
 	}
+	if err := startImage(ctx, sb, s.Image); err != nil {
+		return nil, "", err
+	}
 	return sb, airlock.StartCold, nil
 }
 
@@ -233,6 +236,9 @@ func (p *Provisioner) sandboxWithNetwork(ctx context.Context, b airlock.Backend,
 	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: labels, Network: att.Sandbox()})
 	if err != nil {
 		return nil, "", errors.Join(fmt.Errorf("create sandbox on %s: %w", b.Name(), err), att.Close(context.WithoutCancel(ctx)))
+	}
+	if err := startImage(ctx, sb, s.Image); err != nil {
+		return nil, "", errors.Join(err, att.Close(context.WithoutCancel(ctx)))
 	}
 	return airlock.WithNetwork(sb, att), airlock.StartCold, nil
 }

@@ -32,6 +32,10 @@ type Config struct {
 	// Builders build a source kind each. The OCI import (NewOCIBuilder)
 	// serves TemplateFromImage and TemplateFromArchive.
 	Builders map[airlock.TemplateSource]Builder
+	// Validators check a request of a source kind before it is
+	// recorded (the Dockerfile builder parses the Dockerfile): an error
+	// is the answer to POST /v1/templates, and nothing is recorded.
+	Validators map[airlock.TemplateSource]func(*airlock.CreateTemplateRequest) error
 	// MaxContextBytes bounds an uploaded context.
 	MaxContextBytes int64
 	// MaxBytes and MaxFiles bound one template's rootfs.

@@ -102,6 +102,11 @@ func (s *Service) CreateTemplate(ctx context.Context, tenant *airlock.Tenant, re
 	if build == nil {
 		return nil, airlock.Problem(airlock.ENOTIMPLEMENTED, "template-source-unsupported", "templates from %s are not built by this server", src)
 	}
+	if v := s.cfg.Validators[src]; v != nil {
+		if err := v(&req); err != nil {
+			return nil, err
+		}
+	}
 	var ctxPath string
 	if req.Context != "" {
 		p, err := s.contextFor(tenant, req.Context)
@@ -380,7 +385,8 @@ func (s *Service) imageOf(t *airlock.Template) (*airlock.Image, error) {
 	if _, err := os.Stat(rootfs); err != nil {
 		return nil, airlock.Problem(airlock.EUNAVAILABLE, "template-not-on-node", "template %q is not on this node", t.Name)
 	}
-	img := &airlock.Image{Name: t.ImageName(), Hash: t.ImageHash, Rootfs: rootfs, SizeBytes: t.SizeBytes, Env: append([]string(nil), t.Env...)}
+	img := &airlock.Image{Name: t.ImageName(), Hash: t.ImageHash, Rootfs: rootfs, SizeBytes: t.SizeBytes, Env: append([]string(nil), t.Env...),
+		StartCmd: t.StartCmd, ReadyCmd: t.ReadyCmd}
 	if t.ReadyAt != nil {
 		img.BuiltAt = *t.ReadyAt
 	}
