@@ -40,6 +40,10 @@ type SandboxSpec struct {
 	// namespace (made by the node's Egress) instead of no network at all.
 	// Only backends whose Capabilities list NetworkAllowList take it.
 	Network *SandboxNetwork
+	// Volumes are host directories (volumes mounted by the node) to bind
+	// into the sandbox. Such a sandbox is booted, never taken from a
+	// pool or restored.
+	Volumes []SandboxVolume
 }
 
 // Capabilities describes facts about a backend that no interface

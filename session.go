@@ -140,6 +140,8 @@ type CreateSessionRequest struct {
 	// scopes, isolation) is what this request asks for, not what the
 	// snapshot's session had; an empty image means the snapshot's.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Volumes are the tenant's volumes to mount (volume.go).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.
@@ -191,7 +193,7 @@ func (r *CreateSessionRequest) Validate(tenant *Tenant) error {
 			return Problem(EINVALID, "invalid-broker-scope", "broker scope %q is not a valid scope name", clip(sc, 100))
 		}
 	}
-	return nil
+	return validateVolumes(r.Volumes)
 }
 
 // SessionLimits are the limits a session runs under.
@@ -264,6 +266,9 @@ type Session struct {
 	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// Running lists the programs running now (live sessions only).
 	Running []RunningExec `json:"running,omitempty"`
+	// Volumes are the volumes the session has mounted (live sessions
+	// only).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SessionFilter selects a page of a tenant's sessions, newest first.

@@ -22,6 +22,7 @@ type Store interface {
 	airlock.ExecutionCounter
 	airlock.AuditStore
 	airlock.BrokerGrantStore
+	airlock.VolumeStore
 	airlock.TenantDeleter
 	seal.KeyStore
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
@@ -68,6 +69,8 @@ var tests = []struct {
 	{"AdminKeys", testAdminKeys},
 	{"AuditLog", testAuditLog},
 	{"BrokerGrants", testBrokerGrants},
+	{"Volumes", testVolumes},
+	{"VolumeClaims", testVolumeClaims},
 	{"DeleteTenant", testDeleteTenant},
 	{"SetTenantFirstParty", testSetTenantFirstParty},
 	{"SetTenantIsolation", testSetTenantIsolation},
