@@ -61,6 +61,9 @@ type Capabilities struct {
 	// hardware virtualisation, "tcg" emulated by QEMU (slow, the same
 	// isolation); empty for other backends.
 	Accelerator string
+	// Volumes says the backend binds SandboxSpec.Volumes into its
+	// sandboxes.
+	Volumes bool
 }
 
 // Features are the optional abilities of a backend, read from the

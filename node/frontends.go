@@ -61,6 +61,7 @@ func (n *Node) listen(ctx context.Context) error {
 		Audit:        n.Store,
 		QuotaNames:   quotaNames(),
 		Keep:         n.Sessions,
+		Volumes:      n.Volumes,
 		SigningKey:   signingKey,
 		Logger:       n.logger,
 	}

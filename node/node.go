@@ -27,6 +27,7 @@ import (
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/service/volume"
 	"github.com/airlockhq/airlock/service/watch"
 )
 
@@ -54,6 +55,7 @@ type Node struct {
 	Runner      *run.Runner
 	OneShot     *oneshot.Manager
 	Sessions    *session.Manager
+	Volumes     *volume.Service
 	Fleet       *fleet.Fleet // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen

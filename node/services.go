@@ -58,7 +58,10 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.parts.session, n.logger)
+	if n.Volumes, err = n.newVolumes(); err != nil {
+		return err
+	}
+	n.Sessions, err = newSessions(c.Sessions, keep, n.Provisioner, n.Runner, n.Images, n.Store, n.egress, n.egressLog, n.Volumes, n.parts.session, n.logger)
 	return err
 }
 

@@ -21,7 +21,7 @@ type sessionStore interface {
 }
 
 // newSessions makes the session manager.
-func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
+func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, vols session.Volumes, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
 	cfg := session.Config{
 		Provisioner:    prov,
 		Runner:         runner,
@@ -37,6 +37,7 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, prov *provision.Prov
 		ExecTimeout:    o.ExecTimeout,
 		MaxExecTimeout: o.MaxExecTimeout,
 		Keep:           keep,
+		Volumes:        vols,
 		Logger:         logger,
 	}
 	if adjust != nil {

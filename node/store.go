@@ -28,6 +28,7 @@ type Store interface {
 	airlock.KeepStore
 	airlock.AuditStore
 	airlock.BrokerGrantStore
+	airlock.VolumeStore
 	airlock.TenantDeleter
 	seal.KeyStore
 	fleet.Store

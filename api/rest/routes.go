@@ -88,4 +88,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/snapshots", (*Server).listSnapshots, authBearer},
 	{http.MethodGet, "/v1/snapshots/{id}", (*Server).getSnapshot, authBearer},
 	{http.MethodDelete, "/v1/snapshots/{id}", (*Server).deleteSnapshot, authBearer},
+	// Volumes (volumes.go).
+	{http.MethodPost, "/v1/volumes", (*Server).createVolume, authBearer},
+	{http.MethodGet, "/v1/volumes", (*Server).listVolumes, authBearer},
+	{http.MethodGet, "/v1/volumes/{name}", (*Server).getVolume, authBearer},
+	{http.MethodDelete, "/v1/volumes/{name}", (*Server).deleteVolume, authBearer},
 }

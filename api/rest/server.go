@@ -70,6 +70,8 @@ type Config struct {
 	// Keep serves snapshots, pause and resume, and fork; nil means
 	// Sessions when it offers them too, else 501 keep-disabled.
 	Keep airlock.KeepService
+	// Volumes serves /v1/volumes; nil answers 501 volumes-disabled.
+	Volumes airlock.VolumeService
 	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
 	// audit log of one-shot runs; nil means Store, when it keeps the log
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log
