@@ -55,6 +55,8 @@ func tree() *command {
 		{name: "repl", section: secRun, summary: "a persistent Python or Node context of a session at the terminal", usage: replUsage, run: runRepl},
 		{name: "snapshot", section: secRun, summary: "create, list, show and remove sealed session snapshots", usage: snapshotUsage, run: runSnapshot,
 			words: []string{"create", "ls", "show", "rm"}},
+		{name: "volume", aliases: []string{"volumes"}, section: secRun, summary: "create, list, show and remove named volumes that outlive sessions", usage: volumeUsage, run: runVolume,
+			words: []string{"create", "ls", "show", "rm"}},
 
 		{name: "executions", aliases: []string{"execution"}, section: secRecords, summary: "list and show the tenant's executions", usage: executionsUsage, run: runExecutions, words: []string{"ls", "show"}},
 		{name: "usage", section: secRecords, summary: "the tenant's use of its quotas", usage: quotaUsageUsage, run: runQuotaUsage},
