@@ -2,6 +2,7 @@ package airlock
 
 import (
 	"context"
+	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -196,4 +197,32 @@ type VolumeService interface {
 	Volume(ctx context.Context, tenant *Tenant, name string) (*Volume, error)
 	ListVolumes(ctx context.Context, tenant *Tenant) ([]*Volume, error)
 	DeleteVolume(ctx context.Context, tenant *Tenant, name string) error
+}
+
+// VolumeOnSessionDisk reports whether a volume path lies on the session's
+// own disk (below /workspace or /tmp), where the backend makes its mount
+// point; any other path must be a directory of the image.
+func VolumeOnSessionDisk(p string) bool {
+	return strings.HasPrefix(p, "/workspace/") || strings.HasPrefix(p, "/tmp/")
+}
+
+// CheckVolumeMountPoint checks that the volume path p (valid, see
+// ValidateVolumePath) can be mounted in a sandbox of the image whose
+// root file system is rootfs: below /workspace or /tmp, or a directory
+// of the image reached through no symbolic link. The image is shared
+// and read-only, so no mount point is ever made in it.
+func CheckVolumeMountPoint(rootfs, p string) error {
+	if VolumeOnSessionDisk(p) {
+		return nil
+	}
+	cur := rootfs
+	for _, part := range strings.Split(p[1:], "/") {
+		cur = cur + "/" + part
+		fi, err := os.Lstat(cur)
+		if err != nil || !fi.IsDir() {
+			return Problem(EINVALID, "invalid-volume-path",
+				"volume path %s is not a directory of the image: mount a volume below /workspace or /tmp, or at a directory the image has (such as /mnt, /srv or /opt)", clip(p, 80))
+		}
+	}
+	return nil
 }

@@ -55,11 +55,11 @@ func TestVolumeSurvivesKill(t *testing.T) {
 		}
 		return e.Stdout
 	}
-	writer := mk(airlock.VolumeMount{Name: "data", Path: "/data"})
-	reader := mk(airlock.VolumeMount{Name: "data", Path: "/data", ReadOnly: true})
-	orphan := mk(airlock.VolumeMount{Name: "other", Path: "/other"})
-	sh(c, writer.ID, "seq 1 100000 > /data/before && sync /data/before && echo flushed > /data/flag && sync")
-	sh(c, orphan.ID, "echo o > /other/o && sync")
+	writer := mk(airlock.VolumeMount{Name: "data", Path: "/mnt"})
+	reader := mk(airlock.VolumeMount{Name: "data", Path: "/srv", ReadOnly: true})
+	orphan := mk(airlock.VolumeMount{Name: "other", Path: "/workspace/other"})
+	sh(c, writer.ID, "seq 1 100000 > /mnt/before && sync /mnt/before && echo flushed > /mnt/flag && sync")
+	sh(c, orphan.ID, "echo o > /workspace/other/o && sync")
 
 	d.kill(t)
 	endInStore(t, n.dir, orphan.ID)
@@ -72,18 +72,18 @@ func TestVolumeSurvivesKill(t *testing.T) {
 	d = n.track(startDaemon(t, n.bin, args))
 	c = newClient(t, d.url, key)
 	got, err := c.Session(ctx, writer.ID)
-	if err != nil || !got.State.Live() || len(got.Volumes) != 1 || got.Volumes[0].Path != "/data" {
+	if err != nil || !got.State.Live() || len(got.Volumes) != 1 || got.Volumes[0].Path != "/mnt" {
 		t.Fatalf("writer after the restart: %+v %v", got, err)
 	}
-	if out := sh(c, writer.ID, "wc -l < /data/before; cat /data/flag"); out != "100000\nflushed\n" {
+	if out := sh(c, writer.ID, "wc -l < /mnt/before; cat /mnt/flag"); out != "100000\nflushed\n" {
 		t.Errorf("the writer's volume after the restart: %q", out)
 	}
-	sh(c, writer.ID, "echo after > /data/after && sync")
-	if out := sh(c, reader.ID, "cat /data/flag /data/after"); out != "flushed\nafter\n" {
+	sh(c, writer.ID, "echo after > /mnt/after && sync")
+	if out := sh(c, reader.ID, "cat /srv/flag /srv/after"); out != "flushed\nafter\n" {
 		t.Errorf("the reader after the restart: %q", out)
 	}
 	// The claim held through the crash.
-	_, _, err = c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", Volumes: []airlock.VolumeMount{{Name: "data", Path: "/d"}}})
+	_, _, err = c.CreateSession(ctx, airlock.CreateSessionRequest{Image: "base", Volumes: []airlock.VolumeMount{{Name: "data", Path: "/tmp/d"}}})
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.HasSuffix(ce.Type, "/volume-busy") {
 		t.Errorf("a second writer after the restart: %v", err)
@@ -108,8 +108,8 @@ func TestVolumeSurvivesKill(t *testing.T) {
 	if m := volumeMounts(t, n.dir); len(m) != 0 {
 		t.Errorf("host volume mounts with no session: %v", m)
 	}
-	next := mk(airlock.VolumeMount{Name: "data", Path: "/mnt/data"}, airlock.VolumeMount{Name: "other", Path: "/mnt/other"})
-	if out := sh(c, next.ID, "wc -l < /mnt/data/before; cat /mnt/data/flag /mnt/data/after /mnt/other/o"); out != "100000\nflushed\nafter\no\n" {
+	next := mk(airlock.VolumeMount{Name: "data", Path: "/workspace/data"}, airlock.VolumeMount{Name: "other", Path: "/tmp/other"})
+	if out := sh(c, next.ID, "wc -l < /workspace/data/before; cat /workspace/data/flag /workspace/data/after /tmp/other/o"); out != "100000\nflushed\nafter\no\n" {
 		t.Errorf("the next session's volumes: %q", out)
 	}
 	if _, err := c.DeleteSession(ctx, next.ID); err != nil {

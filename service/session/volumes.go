@@ -18,6 +18,11 @@ func (m *Manager) attachVolumes(ctx context.Context, n *newSession, ticket inter
 	if b := ticket.Backend(); !b.Capabilities().Volumes {
 		return airlock.Problem(airlock.EFORBIDDEN, "volumes-unavailable", "the %s backend cannot mount volumes (use isolation gvisor)", b.Name())
 	}
+	for _, v := range n.req.Volumes {
+		if err := airlock.CheckVolumeMountPoint(n.img.Rootfs, v.Path); err != nil {
+			return err
+		}
+	}
 	vs, err := m.cfg.Volumes.Attach(ctx, n.tenant.ID, n.id, n.req.Volumes)
 	if err != nil {
 		return err

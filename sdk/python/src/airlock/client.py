@@ -383,7 +383,7 @@ class Airlock:
         With ``idempotency_key``, a retry with the same key and arguments gets
         the same session instead of a second one. With ``from_snapshot`` (a
         snapshot ID), the session starts from that snapshot. ``volumes``
-        mounts the tenant's volumes: ``[{"name": "data", "path": "/mnt/data",
+        mounts the tenant's volumes: ``[{"name": "data", "path": "/workspace/data",
         "read_only": False}]`` (one writer per volume: a second is
         ``Conflict``).
         """
