@@ -83,8 +83,8 @@ func TestOpenDatabaseOfVersion15(t *testing.T) {
 	if err := raw.QueryRow(`SELECT count(*), sum(applied_at = 42) FROM schema_migrations`).Scan(&n, &stamped); err != nil {
 		t.Fatal(err)
 	}
-	if n != 18 || stamped != 15 { // 0016-0018 (keys, audit log, broker grants) run on top
-		t.Errorf("schema_migrations: %d rows, %d of the old binary; want 18 and 15: a migration ran again, or a new one did not", n, stamped)
+	if n != 19 || stamped != 15 { // 0016-0019 (keys, audit log, broker grants, volumes) run on top
+		t.Errorf("schema_migrations: %d rows, %d of the old binary; want 19 and 15: a migration ran again, or a new one did not", n, stamped)
 	}
 	fresh := filepath.Join(t.TempDir(), "fresh.db")
 	openAt(t, fresh, newClock().Now).Close()
