@@ -40,6 +40,10 @@ type SandboxSpec struct {
 	// namespace (made by the node's Egress) instead of no network at all.
 	// Only backends whose Capabilities list NetworkAllowList take it.
 	Network *SandboxNetwork
+	// Volumes are host directories (volumes mounted by the node) to bind
+	// into the sandbox. Such a sandbox is booted, never taken from a
+	// pool or restored.
+	Volumes []SandboxVolume
 }
 
 // Capabilities describes facts about a backend that no interface
@@ -57,6 +61,9 @@ type Capabilities struct {
 	// hardware virtualisation, "tcg" emulated by QEMU (slow, the same
 	// isolation); empty for other backends.
 	Accelerator string
+	// Volumes says the backend binds SandboxSpec.Volumes into its
+	// sandboxes.
+	Volumes bool
 }
 
 // Features are the optional abilities of a backend, read from the

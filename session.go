@@ -146,6 +146,8 @@ type CreateSessionRequest struct {
 	// Lifecycle says what the timeout and idle timeout do (end, the
 	// default, or pause) and whether a request resumes a paused session.
 	Lifecycle *SessionLifecycle `json:"lifecycle,omitempty"`
+	// Volumes are the tenant's volumes to mount (volume.go).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // MaxIdempotencyKeyBytes bounds an Idempotency-Key header.
@@ -200,7 +202,7 @@ func (r *CreateSessionRequest) Validate(tenant *Tenant) error {
 			return Problem(EINVALID, "invalid-broker-scope", "broker scope %q is not a valid scope name", clip(sc, 100))
 		}
 	}
-	return nil
+	return validateVolumes(r.Volumes)
 }
 
 // SessionLimits are the limits a session runs under.
@@ -282,6 +284,9 @@ type Session struct {
 	Lifecycle SessionLifecycle `json:"lifecycle"`
 	// Running lists the programs running now (live sessions only).
 	Running []RunningExec `json:"running,omitempty"`
+	// Volumes are the volumes the session has mounted (live sessions
+	// only).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SessionFilter selects a page of a tenant's sessions, newest first.

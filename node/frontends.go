@@ -65,6 +65,7 @@ func (n *Node) listen(ctx context.Context) error {
 		Keep:         n.Sessions,
 		Feed:         n.Store,
 		PTYs:         n.Sessions,
+		Volumes:      n.Volumes,
 		SigningKey:   signingKey,
 		Logger:       n.logger,
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
 	"github.com/airlockhq/airlock/service/template"
+	"github.com/airlockhq/airlock/service/volume"
 	"github.com/airlockhq/airlock/service/watch"
 	"github.com/airlockhq/airlock/service/webhook"
 )
@@ -60,6 +61,7 @@ type Node struct {
 	Sessions    *session.Manager
 	Webhooks    *webhook.Service // nil without a master key
 	Templates   *template.Service
+	Volumes     *volume.Service
 	Fleet       *fleet.Fleet // nil without Fleet.Etcd
 	Watch       *watch.Service
 	E2B         *e2b.Server // nil unless E2B.Enabled or E2B.Listen

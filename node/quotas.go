@@ -46,6 +46,17 @@ func newQuotas(ctx context.Context, o QuotaConfig, fo FleetConfig, maxPerTenant 
 		defaults[quota.Sessions] = int64(maxPerTenant)
 	}
 	cfg := quota.Config{Defaults: defaults, Store: store, FlushInterval: o.Flush, FlushGap: o.FlushGap, Metrics: metrics, Logger: logger}
+	if vs, ok := store.(interface {
+		VolumeMiB(ctx context.Context, tenantID string) (int64, error)
+	}); ok {
+		cfg.Stored = func(ctx context.Context, tenantID string, k quota.Key) (int64, error) {
+			if k != quota.VolumeBytes {
+				return 0, nil
+			}
+			mib, err := vs.VolumeMiB(ctx, tenantID)
+			return mib << 20, err
+		}
+	}
 	var counters *quota.EtcdCounters
 	var cli *clientv3.Client
 	closeShared := func() {

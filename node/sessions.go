@@ -21,7 +21,7 @@ type sessionStore interface {
 }
 
 // newSessions makes the session manager.
-func newSessions(o SessionsConfig, keep session.KeepConfig, events airlock.EventSink, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, templates airlock.TemplateResolver, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
+func newSessions(o SessionsConfig, keep session.KeepConfig, events airlock.EventSink, prov *provision.Provisioner, runner *run.Runner, images airlock.ImageResolver, store sessionStore, eg airlock.Egress, egLog airlock.EgressStore, templates airlock.TemplateResolver, vols session.Volumes, adjust func(*session.Config), logger *slog.Logger) (*session.Manager, error) {
 	cfg := session.Config{
 		Provisioner:    prov,
 		Runner:         runner,
@@ -39,6 +39,7 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, events airlock.Event
 		MaxExecTimeout: o.MaxExecTimeout,
 		Keep:           keep,
 		Events:         events,
+		Volumes:        vols,
 		Logger:         logger,
 		SampleInterval: o.SampleInterval,
 	}

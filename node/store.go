@@ -30,6 +30,7 @@ type Store interface {
 	airlock.KeepStore
 	airlock.AuditStore
 	airlock.BrokerGrantStore
+	airlock.VolumeStore
 	airlock.TenantDeleter
 	airlock.TemplateStore
 	seal.KeyStore

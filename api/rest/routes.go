@@ -122,4 +122,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/templates/{name}", (*Server).getTemplate, authBearer},
 	{http.MethodDelete, "/v1/templates/{name}", (*Server).deleteTemplate, authBearer},
 	{http.MethodGet, "/v1/templates/{name}/logs", (*Server).templateLogs, authBearer},
+	// Volumes (volumes.go).
+	{http.MethodPost, "/v1/volumes", (*Server).createVolume, authBearer},
+	{http.MethodGet, "/v1/volumes", (*Server).listVolumes, authBearer},
+	{http.MethodGet, "/v1/volumes/{name}", (*Server).getVolume, authBearer},
+	{http.MethodDelete, "/v1/volumes/{name}", (*Server).deleteVolume, authBearer},
 }

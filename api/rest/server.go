@@ -78,6 +78,8 @@ type Config struct {
 	// PTYs serves the terminals of sessions (pty.go); nil answers 501
 	// ptys-disabled.
 	PTYs airlock.PTYService
+	// Volumes serves /v1/volumes; nil answers 501 volumes-disabled.
+	Volumes airlock.VolumeService
 	// EgressLog is where GET /v1/executions/{id}/egress reads the egress
 	// audit log of one-shot runs; nil means Store, when it keeps the log
 	// too (airlock.EgressStore, as sqlite.DB does), else every run's log

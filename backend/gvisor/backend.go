@@ -57,6 +57,7 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		SeparateKernel:    true, // the gVisor kernel stands between code and host
+		Volumes:           true,
 	}
 }
 
@@ -91,6 +92,9 @@ func (b *Backend) createWith(ctx context.Context, spec airlock.SandboxSpec, from
 	}
 	if spec.Network != nil && from != "" {
 		return nil, fmt.Errorf("gvisor: sandbox %s: a sandbox with a network is booted, never restored", spec.ID)
+	}
+	if len(spec.Volumes) > 0 && (from != "" || disk != "") {
+		return nil, fmt.Errorf("gvisor: sandbox %s: a sandbox with volumes is booted, never restored or resumed", spec.ID)
 	}
 	if spec.Limits.MemoryBytes <= 0 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
 		return nil, fmt.Errorf("gvisor: sandbox %s needs memory, disk and process limits", spec.ID)

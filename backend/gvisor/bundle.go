@@ -91,6 +91,15 @@ func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tm
 		},
 		Annotations: spec.Labels,
 	}
+	// The session's volumes: host mounts of their disks, bound in after
+	// the workspace (a volume may sit below /workspace).
+	for _, v := range spec.Volumes {
+		opts := []string{"rbind", "rw", "nosuid", "nodev"}
+		if v.ReadOnly {
+			opts[1] = "ro"
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: v.Path, Type: "bind", Source: v.HostDir, Options: opts})
+	}
 	return s
 }
 

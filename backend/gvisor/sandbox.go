@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,6 +111,9 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		}
 	}
 
+	if err := volumeMountPoints(spec, workspace, tmp); err != nil {
+		return err
+	}
 	if err := s.b.cgroups.Create(s.cgroup, cgroups.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		CPUs:        spec.Limits.CPUs,
@@ -157,6 +161,43 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		return fmt.Errorf("gvisor: sandbox %s did not start: %w (log: %s)", s.id, err, s.logTail(logDone))
 	}
 	return giveChannel(hctx, s.agent, token)
+}
+
+// volumeMountPoints makes the mount points of volumes below /workspace
+// or /tmp on the sandbox's fresh disk (owned by the sandbox user), and
+// checks that every other one is a directory of the image: runsc would
+// otherwise make it in the image's root file system on the host, which
+// every sandbox of the image shares.
+func volumeMountPoints(spec airlock.SandboxSpec, workspace, tmp string) error {
+	for _, v := range spec.Volumes {
+		if err := airlock.ValidateVolumePath(v.Path); err != nil {
+			return fmt.Errorf("gvisor: %w", err)
+		}
+		var base, rel string
+		switch {
+		case strings.HasPrefix(v.Path, "/workspace/"):
+			base, rel = workspace, strings.TrimPrefix(v.Path, "/workspace/")
+		case strings.HasPrefix(v.Path, "/tmp/"):
+			base, rel = tmp, strings.TrimPrefix(v.Path, "/tmp/")
+		default:
+			if err := airlock.CheckVolumeMountPoint(spec.Image.Rootfs, v.Path); err != nil {
+				return fmt.Errorf("gvisor: %w", err)
+			}
+			continue
+		}
+		// A fresh disk holds nothing the sandbox made: no link to follow.
+		dir := base
+		for _, part := range strings.Split(rel, "/") {
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("gvisor: volume mount point: %w", err)
+			}
+			if err := os.Lchown(dir, SandboxUID, SandboxUID); err != nil {
+				return fmt.Errorf("gvisor: volume mount point: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // makeDiskDirs makes a fresh disk's workspace (the sandbox user's) and

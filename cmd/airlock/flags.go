@@ -209,6 +209,7 @@ type adminStore interface {
 	airlock.AbuseStore
 	airlock.ExecutionCounter
 	seal.KeyStore
+	VolumeMiB(ctx context.Context, tenantID string) (int64, error)
 	SetTenantGuard(ctx context.Context, tenantID string, p airlock.GuardPolicy) error
 }
 

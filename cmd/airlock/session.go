@@ -14,7 +14,7 @@ const sessionUsage = `usage:
   airlock session create [--image NAME] [--size small|medium|large]
                          [--timeout SEC] [--idle-timeout SEC]
                          [--idempotency-key KEY] [--from-snapshot ID]
-                         [-o json|table]
+                         [--volume NAME:PATH[:ro]]... [-o json|table]
   airlock session ls [--all] [-o json|table]
   airlock session show SESSION [-o json|table]
   airlock session extend SESSION SEC
@@ -44,6 +44,8 @@ flags:
   --idempotency-key KEY   a retry with the same key gets the same session
   --from-snapshot ID      start with the workspace (or whole sandbox) of a
                           snapshot (airlock snapshot)
+  --volume NAME:PATH[:ro] mount the volume NAME at PATH (read-only with :ro);
+                          repeatable (airlock volume)
   -o, --output FORMAT     table or json (--json: deprecated, -o json)
   --url URL, --key KEY, --profile NAME
                           server, API key and profile (default $AIRLOCK_URL,
@@ -100,6 +102,7 @@ func runSessionCreate(ctx context.Context, args []string, std stdio) error {
 	fs.IntVar(&idle, "idle-timeout", 0, "")
 	fs.StringVar(&key, "idempotency-key", "", "")
 	fs.StringVar(&req.FromSnapshot, "from-snapshot", "", "")
+	fs.Var((*volumeFlag)(&req.Volumes), "volume", "")
 	out.register(fs, true)
 	srv.register(fs)
 	pos, err := parseArgs(fs, args)

@@ -87,6 +87,7 @@ func TestTenantQuotas(t *testing.T) {
 	want := map[string][3]int64{ // used, limit, remaining
 		"sessions": {1, 2, 1}, "runs": {1, -1, -1}, "executions_per_minute": {1, -1, -1}, "vcpu": {1000, -1, -1},
 		"memory": {1 << 30, 4 << 30, 3 << 30}, "sandbox_seconds_per_day": {90, -1, -1}, "egress_bytes_per_day": {2 << 20, 1 << 30, 1<<30 - 2<<20},
+		"volume_bytes": {0, -1, -1},
 	}
 	for _, q := range rows[0].Quotas {
 		if w := want[q.Quota]; [3]int64{q.Used, q.Limit, q.Remaining} != w {

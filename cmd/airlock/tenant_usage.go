@@ -155,7 +155,12 @@ func storeUsageRows(ctx context.Context, db adminStore, tenants []*airlock.Tenan
 		if l == nil {
 			l = &live{}
 		}
+		volMiB, err := db.VolumeMiB(ctx, t.ID)
+		if err != nil {
+			return nil, false, err
+		}
 		used := map[quota.Key]int64{
+			quota.VolumeBytes:          volMiB << 20,
 			quota.Sessions:             l.sessions,
 			quota.Runs:                 int64(execs[t.ID].RunningOneShot),
 			quota.ExecutionsPerMinute:  int64(execs[t.ID].Since),

@@ -304,7 +304,7 @@ func (f *flags) registerLimits() {
 	r.integer(&c.MaxQueue, "max-queue", groupLimits, "one-shot executions that may wait for a slot (0: 4 x --max-concurrent); past it a request gets a 503 node-busy problem with Retry-After at once")
 	r.integer(&c.MaxStarts, "max-starts", groupLimits, "sandboxes being made at once, restores and boots, pool fills included (0: the number of CPUs); a request that misses the pool beyond it waits for the next ready sandbox")
 	r.int64(&c.MemoryMiB, "memory-mib", "MiB", groupLimits, "memory limit of a one-shot sandbox")
-	r.repeat(quotaFlag(c.Quotas.Defaults), "quota", groupLimits, "default quota of every tenant, KEY=VALUE (repeatable); keys: sessions, runs, executions_per_minute, vcpu, memory, sandbox_seconds_per_day, egress_bytes_per_day; VALUE a number (vcpu may be 0.5; memory and egress take KiB/MiB/GiB; seconds take 8h) or unlimited. 'airlock admin tenant set NAME --quota KEY=VALUE' overrides one for a tenant")
+	r.repeat(quotaFlag(c.Quotas.Defaults), "quota", groupLimits, "default quota of every tenant, KEY=VALUE (repeatable); keys: sessions, runs, executions_per_minute, vcpu, memory, sandbox_seconds_per_day, egress_bytes_per_day, volume_bytes; VALUE a number (vcpu may be 0.5; memory, egress and volume_bytes take KiB/MiB/GiB; seconds take 8h) or unlimited. 'airlock admin tenant set NAME --quota KEY=VALUE' overrides one for a tenant")
 	r.duration(&c.Quotas.Flush, "quota-flush", groupLimits, "how often the day's quota counters are written to the store (and, in a fleet, read back) and tenants' overrides read again: what a crash may lose of the daily counts, and how late one node sees another's (0: 10s; 2s in a fleet)")
 }
 

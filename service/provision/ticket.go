@@ -171,6 +171,10 @@ type Spec struct {
 	// a session's sandbox may hold ready (Recipe.Context): the session's
 	// ProcessMemoryBytes. It is part of the warm key.
 	ContextMemoryBytes int64
+	// Volumes are host-mounted volumes to bind into the sandbox: such a
+	// sandbox is booted for the spec (pool members and snapshots have
+	// none).
+	Volumes []airlock.SandboxVolume
 }
 
 // Acquire gets the sandbox of an admitted ticket: a ready pool member, a
@@ -198,6 +202,13 @@ func (t *Ticket) Acquire(ctx context.Context, s Spec) (*Lease, error) {
 func (p *Provisioner) sandbox(ctx context.Context, b airlock.Backend, s Spec) (airlock.Sandbox, string, error) {
 	if s.Network != nil {
 		return p.sandboxWithNetwork(ctx, b, s)
+	}
+	if len(s.Volumes) > 0 {
+		sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: s.Labels, Volumes: s.Volumes})
+		if err != nil {
+			return nil, "", fmt.Errorf("create sandbox on %s: %w", b.Name(), err)
+		}
+		return sb, airlock.StartCold, nil
 	}
 	if k, ok := p.keyFor(b, s.Image, s.Language, s.Flavour, s.Limits, s.ContextMemoryBytes); ok {
 		return p.sandboxFor(ctx, k, s.ID, s.Labels)
@@ -233,7 +244,7 @@ func (p *Provisioner) sandboxWithNetwork(ctx context.Context, b airlock.Backend,
 	if n, ok := att.(interface{ Name() string }); ok {
 		labels[LabelNetwork] = n.Name()
 	}
-	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: labels, Network: att.Sandbox()})
+	sb, err := b.Create(ctx, airlock.SandboxSpec{ID: s.ID, Image: s.Image, Limits: s.Limits, Labels: labels, Network: att.Sandbox(), Volumes: s.Volumes})
 	if err != nil {
 		return nil, "", errors.Join(fmt.Errorf("create sandbox on %s: %w", b.Name(), err), att.Close(context.WithoutCancel(ctx)))
 	}

@@ -33,6 +33,10 @@ const (
 	// EgressBytesPerDay bounds the bytes the tenant's sandboxes move
 	// through the egress proxy in a UTC day, up and down together.
 	EgressBytesPerDay Key = "egress_bytes_per_day"
+	// VolumeBytes bounds the sum of the sizes of the tenant's volumes
+	// (package volume checks it when a volume is made; it is stored, not
+	// held by sandboxes, so the ledger shows no use of it).
+	VolumeBytes Key = "volume_bytes"
 )
 
 // Unlimited is the limit of a quota that has none.
@@ -43,6 +47,7 @@ const (
 	WindowConcurrent = "concurrent"
 	WindowMinute     = "minute"
 	WindowDay        = "day"
+	WindowStored     = "stored" // what the tenant keeps (volume_bytes): counted by its owner, not the ledger
 )
 
 // def describes one quota.
@@ -64,6 +69,7 @@ var defs = []def{
 	{Memory, "bytes", WindowConcurrent, "memory-quota", "bytes of memory in use", parseBytes, formatBytes},
 	{SandboxSecondsPerDay, "seconds", WindowDay, "sandbox-time-quota", "sandbox-seconds today", parseSeconds, formatInt},
 	{EgressBytesPerDay, "bytes", WindowDay, "egress-quota", "egress bytes today", parseBytes, formatBytes},
+	{VolumeBytes, "bytes", WindowStored, "volume-quota", "bytes of volumes", parseBytes, formatBytes},
 }
 
 func lookup(k Key) (def, bool) {

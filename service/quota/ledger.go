@@ -39,8 +39,11 @@ type Config struct {
 	// Metrics registers airlock_quota_refusals_total{quota}; nil keeps it
 	// in a private registry.
 	Metrics prometheus.Registerer
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Stored, if set, reads the tenant's use of a quota of window
+	// "stored" (volume_bytes), which its owner counts, for Usage.
+	Stored func(ctx context.Context, tenantID string, k Key) (int64, error)
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Validate fills defaults and checks the config.
@@ -484,14 +487,34 @@ func (l *Ledger) UsageOf(tenantID string) *airlock.Usage {
 }
 
 func (l *Ledger) usage(ctx context.Context, tenantID string) (*airlock.Usage, error) {
+	var u *airlock.Usage
+	var err error
 	if l.cfg.Shared == nil {
-		return l.usageFrom(tenantID, nil)
+		u, err = l.usageFrom(tenantID, nil)
+	} else {
+		st, serr := l.cfg.Shared.State(ctx, tenantID)
+		if serr != nil {
+			return nil, sharedProblem(serr)
+		}
+		u, err = l.usageFrom(tenantID, &st)
 	}
-	st, err := l.cfg.Shared.State(ctx, tenantID)
-	if err != nil {
-		return nil, sharedProblem(err)
+	if err != nil || l.cfg.Stored == nil {
+		return u, err
 	}
-	return l.usageFrom(tenantID, &st)
+	for i, q := range u.Quotas {
+		if q.Window != WindowStored {
+			continue
+		}
+		used, serr := l.cfg.Stored(ctx, tenantID, Key(q.Quota))
+		if serr != nil {
+			return nil, serr
+		}
+		u.Quotas[i].Used = used
+		if q.Limit >= 0 {
+			u.Quotas[i].Remaining = max(q.Limit-used, 0)
+		}
+	}
+	return u, nil
 }
 
 // usageFrom computes the usage from this ledger's memory, with the

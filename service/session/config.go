@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -23,6 +24,20 @@ var DefaultSizes = map[airlock.SessionSize]Size{
 	airlock.SizeSmall:  {CPUs: 1, MemoryBytes: 1 << 30, DiskBytes: 2 << 30, Pids: 256},
 	airlock.SizeMedium: {CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 5 << 30, Pids: 512},
 	airlock.SizeLarge:  {CPUs: 4, MemoryBytes: 4 << 30, DiskBytes: 10 << 30, Pids: 1024},
+}
+
+// Volumes claims and mounts the tenants' volumes for sessions (package
+// volume implements it).
+type Volumes interface {
+	// Attach claims the volumes for the session and returns what its
+	// sandbox is to bind; on error nothing is claimed.
+	Attach(ctx context.Context, tenantID, sessionID string, reqs []airlock.VolumeMount) ([]airlock.SandboxVolume, error)
+	// Detach releases the session's volumes once its sandbox is gone.
+	Detach(ctx context.Context, sessionID string) error
+	// Claims returns what each session of the node has mounted.
+	Claims(ctx context.Context) (map[string][]airlock.VolumeMount, error)
+	// Recover releases the claims of sessions that are not live.
+	Recover(ctx context.Context, live func(sessionID string) bool) error
 }
 
 // Config configures a Manager.
@@ -91,6 +106,10 @@ type Config struct {
 	Metrics         airlock.SessionMetricsStore
 	SampleInterval  time.Duration
 	SampleRetention time.Duration
+	// Volumes mounts the tenants' volumes into sessions that ask for
+	// them (package volume); without it such sessions are refused
+	// (volumes-unavailable).
+	Volumes Volumes
 
 	// Keep turns on snapshots, pause and resume, and fork (keep.go);
 	// without a Store they are refused (keep-unavailable).

@@ -455,6 +455,8 @@ func (m *Manager) canFreeze(l *live) error {
 		return ended(&rec)
 	case l.rec.Network.HasNetwork() || len(l.rec.BrokerScopes) > 0:
 		return airlock.Problem(airlock.ECONFLICT, "pause-unsupported", "session %s has a network; a sandbox with a network cannot be saved and restored on this node", id)
+	case len(l.rec.Volumes) > 0:
+		return airlock.Problem(airlock.ECONFLICT, "pause-unsupported", "session %s has volumes mounted; a sandbox with volumes cannot be saved and restored", id)
 	case isClosed(l.detached):
 		return shuttingDown()
 	}

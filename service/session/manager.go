@@ -417,6 +417,11 @@ func (m *Manager) finish(ctx context.Context, l *live, lease *provision.Lease, f
 		}
 		err = lease.Destroy(ctx)
 	}
+	if err == nil {
+		// With the sandbox gone nothing writes the volumes any more; a
+		// sandbox not removed keeps its claims for the next start.
+		m.detachVolumes(ctx, l.rec.ID)
+	}
 	l.mu.Lock()
 	if err != nil {
 		final = airlock.SessionFailed

@@ -44,6 +44,12 @@ func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
 	if err != nil {
 		return Recovery{}, err
 	}
+	var claims map[string][]airlock.VolumeMount
+	if m.cfg.Volumes != nil {
+		if claims, err = m.cfg.Volumes.Claims(ctx); err != nil {
+			return Recovery{}, err
+		}
+	}
 	var (
 		mu   sync.Mutex
 		rep  Recovery
@@ -63,6 +69,7 @@ func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			s.Volumes = claims[s.ID]
 			r, err := m.recoverOne(ctx, s)
 			mu.Lock()
 			defer mu.Unlock()
@@ -77,6 +84,18 @@ func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
 		}()
 	}
 	wg.Wait()
+	if m.cfg.Volumes != nil {
+		// The claims of sessions that did not come back are released,
+		// and their volumes unmounted.
+		if err := m.cfg.Volumes.Recover(ctx, func(id string) bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			_, ok := m.live[id]
+			return ok
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("volumes: %w", err))
+		}
+	}
 	if rep.Reattached > 0 || rep.Ended > 0 {
 		m.cfg.Logger.Info("sessions an earlier run left were recovered",
 			"reattached", rep.Reattached, "ended", rep.Ended, "adopted", rep.Adopted, "interrupted", rep.Interrupted)

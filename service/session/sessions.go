@@ -94,8 +94,14 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 		m.releaseKey(ctx, n)
 		return nil, false, err
 	}
+	if err := m.attachVolumes(ctx, n, ticket); err != nil {
+		ticket.Cancel()
+		m.releaseKey(ctx, n)
+		return nil, false, err
+	}
 	l, err := m.record(ctx, n, ticket)
 	if err != nil {
+		m.detachVolumes(ctx, n.id)
 		return nil, false, err
 	}
 	// The sandbox is made even if the client goes away meanwhile: a retry
@@ -124,6 +130,7 @@ type newSession struct {
 	net           airlock.NetworkPolicy
 	img           *airlock.Image
 	lifecycle     airlock.SessionLifecycle
+	volumes       []airlock.SandboxVolume // what Attach gave the session
 }
 
 // plan checks the idempotency key, works out the session's limits,
@@ -212,6 +219,7 @@ func (m *Manager) record(ctx context.Context, n *newSession, ticket *provision.T
 		ExpiresAt:      now.Add(time.Duration(n.limits.TimeoutS) * time.Second),
 		LastActiveAt:   now,
 		Lifecycle:      n.lifecycle,
+		Volumes:        n.req.Volumes,
 	})
 	m.mu.Lock()
 	m.live[n.id] = l
@@ -243,6 +251,7 @@ func (m *Manager) makeSandbox(ctx context.Context, n *newSession, ticket *provis
 		},
 		Labels:             map[string]string{"airlock.session": n.id, "airlock.tenant": n.tenant.ID},
 		ContextMemoryBytes: n.limits.ProcessMemoryBytes,
+		Volumes:            n.volumes,
 	}
 	if n.net.HasNetwork() || len(n.req.BrokerScopes) > 0 {
 		spec.Network = &airlock.NetworkRequest{TenantID: n.tenant.ID, SessionID: n.id, Policy: n.net, BrokerScopes: n.req.BrokerScopes}

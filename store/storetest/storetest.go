@@ -24,6 +24,7 @@ type Store interface {
 	airlock.ExecutionCounter
 	airlock.AuditStore
 	airlock.BrokerGrantStore
+	airlock.VolumeStore
 	airlock.TenantDeleter
 	airlock.SessionMetricsStore
 	airlock.TemplateStore
@@ -72,6 +73,8 @@ var tests = []struct {
 	{"AdminKeys", testAdminKeys},
 	{"AuditLog", testAuditLog},
 	{"BrokerGrants", testBrokerGrants},
+	{"Volumes", testVolumes},
+	{"VolumeClaims", testVolumeClaims},
 	{"DeleteTenant", testDeleteTenant},
 	{"SetTenantFirstParty", testSetTenantFirstParty},
 	{"SetTenantIsolation", testSetTenantIsolation},

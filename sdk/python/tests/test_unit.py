@@ -111,6 +111,29 @@ class StubTest(StubServerTest):
         self.assertEqual(headers["X-Agent-Id"], "unit")
         self.assertEqual(json.loads(body), {"language": "bash", "code": "echo hi; exit 3", "timeout_s": 5})
 
+    def test_volumes(self):
+        vol = {"name": "data", "tenant_id": "t", "size_mib": 64, "created_at": "2026-12-02T00:00:00Z",
+               "mounts": [{"session_id": "s1", "path": "/mnt/data", "read_only": False}]}
+        Stub.routes[("POST", "/v1/volumes")] = reply(201, vol)
+        Stub.routes[("GET", "/v1/volumes")] = reply(200, {"volumes": [vol]})
+        Stub.routes[("GET", "/v1/volumes/data")] = reply(200, vol)
+        Stub.routes[("DELETE", "/v1/volumes/data")] = reply(409, {"type": "/problems/volume-in-use", "title": "Volume in use",
+                                                                 "status": 409, "detail": "mounted", "code": "conflict"},
+                                                             ctype="application/problem+json")
+        v = self.al.create_volume("data", 64)
+        self.assertEqual((v.name, v.size_mib, v.mounts[0]["session_id"]), ("data", 64, "s1"))
+        self.assertEqual(json.loads(Stub.seen[-1][3]), {"name": "data", "size_mib": 64})
+        self.assertEqual([x.name for x in self.al.volumes()], ["data"])
+        self.assertEqual(self.al.get_volume("data").size_mib, 64)
+        with self.assertRaises(airlock.Conflict):
+            self.al.delete_volume("data")
+        Stub.routes[("POST", "/v1/sessions")] = reply(400, {"type": "/problems/invalid-volume-path", "title": "x",
+                                                            "status": 400, "detail": "bad", "code": "invalid"},
+                                                      ctype="application/problem+json")
+        with self.assertRaises(airlock.BadRequest):
+            self.al.session(volumes=[{"name": "data", "path": "/proc", "read_only": True}])
+        self.assertEqual(json.loads(Stub.seen[-1][3])["volumes"], [{"name": "data", "path": "/proc", "read_only": True}])
+
     def test_artifacts_saved_by_base_name_and_checked(self):
         Stub.routes[("POST", "/v1/execute")] = reply(200, EXECUTION)
         Stub.routes[("GET", "/v1/artifacts/a1")] = reply(200, raw=b"hello", ctype="text/plain")

@@ -21,13 +21,13 @@ from .errors import (AirlockError, BadRequest, Conflict, Forbidden, NotFound, No
                      QuotaExceeded, ServerError, TooLarge, TransportError, Unauthorized,
                      Unavailable, Unprocessable)
 from .models import (AbuseEvent, Artifact, CellError, CellResult, CodeContext, EgressEvent, Execution,
-                     FileEntry, QuotaUsage, SessionInfo, Snapshot, Usage)
+                     FileEntry, QuotaUsage, SessionInfo, Snapshot, Usage, Volume)
 
 
 __all__ = [
     "__version__", "Airlock", "AsyncAirlock", "AsyncSession", "Session", "Files", "Context", "Page",
     "Execution", "Artifact", "SessionInfo", "FileEntry", "CellResult", "CellError",
-    "Snapshot", "Usage", "QuotaUsage", "AbuseEvent", "EgressEvent", "CodeContext",
+    "Snapshot", "Volume", "Usage", "QuotaUsage", "AbuseEvent", "EgressEvent", "CodeContext",
     "AirlockError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "TooLarge", "Unprocessable", "QuotaExceeded", "ServerError", "NotSupported",
     "Unavailable", "TransportError",

@@ -94,6 +94,18 @@ class AsyncAirlock:
     async def delete_snapshot(self, snapshot_id: str) -> None:
         await _call(self.sync.delete_snapshot, snapshot_id)
 
+    async def create_volume(self, name: str, size_mib: int):
+        return await _call(self.sync.create_volume, name, size_mib)
+
+    async def volumes(self):
+        return await _call(self.sync.volumes)
+
+    async def get_volume(self, name: str):
+        return await _call(self.sync.get_volume, name)
+
+    async def delete_volume(self, name: str) -> None:
+        await _call(self.sync.delete_volume, name)
+
     async def session(self, *args: Any, **kw: Any) -> "AsyncSession":
         """Creates a session; ``async with await al.session(...) as s``
         deletes it at the end."""

@@ -16,7 +16,7 @@ from . import sse
 from ._version import __version__
 from .errors import AirlockError, TooLarge, TransportError, from_problem
 from .models import (AbuseEvent, Artifact, CellResult, CodeContext, EgressEvent, Execution, FileEntry,
-                     SessionInfo, Snapshot, Usage)
+                     SessionInfo, Snapshot, Usage, Volume)
 
 __all__ = ["Airlock", "Session", "Files", "Context", "Page"]
 
@@ -301,6 +301,29 @@ class Airlock:
         with self._request("DELETE", "v1/snapshots/" + _seg(snapshot_id)):
             pass
 
+    # ---- volumes ----
+
+    def create_volume(self, name: str, size_mib: int) -> Volume:
+        """Makes a named volume of ``size_mib`` MiB (a hard limit) that
+        outlives sessions; it counts against the tenant's volume_bytes
+        quota (``QuotaExceeded`` past it, ``Conflict`` for a name taken)."""
+        return Volume.from_json(self._json("POST", "v1/volumes", json_body={"name": name, "size_mib": size_mib}))
+
+    def volumes(self) -> List[Volume]:
+        """The tenant's volumes, by name."""
+        d = self._json("GET", "v1/volumes")
+        return [Volume.from_json(x) for x in d.get("volumes") or [] if isinstance(x, dict)]
+
+    def get_volume(self, name: str) -> Volume:
+        """One of the tenant's volumes, with its mounts."""
+        return Volume.from_json(self._json("GET", "v1/volumes/" + _seg(name)))
+
+    def delete_volume(self, name: str) -> None:
+        """Deletes a volume and its data (``Conflict`` while a session has
+        it mounted)."""
+        with self._request("DELETE", "v1/volumes/" + _seg(name)):
+            pass
+
     # ---- paging ----
 
     def _page(self, path: str, member: str, query: Dict[str, Any],
@@ -350,7 +373,8 @@ class Airlock:
                 timeout_s: Optional[int] = None, idle_timeout_s: Optional[int] = None,
                 network: Optional[Dict[str, Any]] = None, broker_scopes: Optional[Sequence[str]] = None,
                 isolation: Optional[str] = None, idempotency_key: Optional[str] = None,
-                from_snapshot: Optional[str] = None, template: Optional[str] = None) -> "Session":
+                from_snapshot: Optional[str] = None, template: Optional[str] = None,
+                volumes: Optional[Sequence[Mapping[str, Any]]] = None) -> "Session":
         """Creates a session: one sandbox for many calls, returned as a
         ``Session``. Use it in a ``with`` block, which deletes it at the end
         (also when the block raises); else call ``close()``::
@@ -362,7 +386,10 @@ class Airlock:
         the same session instead of a second one. With ``from_snapshot`` (a
         snapshot ID), the session starts from that snapshot. With ``template``
         (a template's name: the tenant's own, else the operator's), the
-        session starts from that template instead of an image.
+        session starts from that template instead of an image. ``volumes``
+        mounts the tenant's volumes: ``[{"name": "data", "path": "/workspace/data",
+        "read_only": False}]`` (one writer per volume: a second is
+        ``Conflict``).
         """
         body: Dict[str, Any] = {}
         for k, v in (("image", image), ("size", size), ("timeout_s", timeout_s),
@@ -372,6 +399,8 @@ class Airlock:
                 body[k] = v
         if broker_scopes:
             body["broker_scopes"] = list(broker_scopes)
+        if volumes:
+            body["volumes"] = [dict(v) for v in volumes]
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         d = self._json("POST", "v1/sessions", json_body=body, headers=headers, timeout=self.timeout + 120)
         return Session(self, SessionInfo.from_json(d))

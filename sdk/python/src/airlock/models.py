@@ -202,6 +202,24 @@ class Snapshot:
 
 
 @dataclass
+class Volume:
+    """A tenant's named disk that outlives sessions. ``mounts`` lists the
+    live sessions that have it mounted (``session_id``, ``path``,
+    ``read_only``); mount it with ``Airlock.session(volumes=[...])``."""
+    name: str
+    size_mib: int
+    created_at: str
+    mounts: List[Dict[str, Any]]
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Volume":
+        mounts = d.get("mounts")
+        return cls(_s(d, "name"), _i(d, "size_mib"), _s(d, "created_at"),
+                   [m for m in mounts if isinstance(m, dict)] if isinstance(mounts, list) else [], d)
+
+
+@dataclass
 class QuotaUsage:
     """One quota of the tenant: its limit, what is used and what is left
     in its window (``limit`` 0 is no limit)."""
