@@ -116,7 +116,15 @@ func TestReplaysLeaveNoReservation(t *testing.T) {
 // valid one is placed (so the counter does count).
 func TestAuthBeforePlacement(t *testing.T) {
 	var calls atomic.Int64
-	_, _, nodes := fleetOf(t, 2, opts{wrapKV: func(kv clientv3.KV) clientv3.KV { return countingKV{kv, &calls} }})
+	c, _, nodes := fleetOf(t, 2, opts{wrapKV: func(kv clientv3.KV) clientv3.KV { return countingKV{kv, &calls} }})
+	// Each node campaigns for the reaper in the background once it has
+	// started (a transaction that writes its candidacy); count from when
+	// both have, so only the requests' calls are counted.
+	cli := c.Client(t)
+	testreq.Eventually(t, 10*time.Second, "both nodes' reaper candidacies", func() bool {
+		resp, err := cli.Get(context.Background(), fleet.DefaultPrefix+"reaper", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
 	before := calls.Load()
 	for i, c := range []struct{ method, path, key, body string }{
 		{http.MethodPost, "/v1/sessions", "", `{"size":"small"}`},
