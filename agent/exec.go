@@ -350,31 +350,11 @@ func (s *server) exec(stream uint32, req *protocol.ExecRequest) {
 		s.startFailed(stream, err)
 		return
 	}
-	p.pid = cmd.Process.Pid
-	s.procs.procs[p.pid] = p
-	s.procs.mu.Unlock()
-	p.take(req)
-	h := &procStream{s: s, stream: stream, p: p, exec: true}
-	p.sink = h // nothing reads p yet
-	if p.retain > 0 {
-		s.retained.add(p)
-	}
-	s.setHandler(stream, h)
-	s.respond(stream, protocol.Response{PID: p.pid})
-
+	s.adopt(stream, req, p, cmd)
 	if stdinW != nil {
 		go func() {
 			defer stdinW.Close()
-			for {
-				b, ok := p.stdin.next()
-				if !ok {
-					return
-				}
-				if _, err := stdinW.Write(b); err != nil {
-					p.stdin.drop() // the program stopped reading
-					return
-				}
-			}
+			p.feedStdin(stdinW)
 		}()
 	}
 
@@ -518,4 +498,36 @@ func boundedText(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// adopt tracks a program just started (s.procs.mu held since before
+// cmd.Start, so the reaper cannot miss it; released here), makes the
+// exec stream its sink and answers the request with its PID.
+func (s *server) adopt(stream uint32, req *protocol.ExecRequest, p *program, cmd *exec.Cmd) {
+	p.pid = cmd.Process.Pid
+	s.procs.procs[p.pid] = p
+	s.procs.mu.Unlock()
+	p.take(req)
+	h := &procStream{s: s, stream: stream, p: p, exec: true}
+	p.sink = h // nothing reads p yet
+	if p.retain > 0 {
+		s.retained.add(p)
+	}
+	s.setHandler(stream, h)
+	s.respond(stream, protocol.Response{PID: p.pid})
+}
+
+// feedStdin writes the program's queued input to w until the queue ends,
+// or drops the rest once w refuses it (the program stopped reading).
+func (p *program) feedStdin(w io.Writer) {
+	for {
+		b, ok := p.stdin.next()
+		if !ok {
+			return
+		}
+		if _, err := w.Write(b); err != nil {
+			p.stdin.drop()
+			return
+		}
+	}
 }

@@ -52,33 +52,12 @@ func (s *server) execPTY(stream uint32, req *protocol.ExecRequest, cmd *exec.Cmd
 		s.startFailed(stream, err)
 		return
 	}
-	p.pid = cmd.Process.Pid
-	s.procs.procs[p.pid] = p
-	s.procs.mu.Unlock()
-	p.take(req)
-	h := &procStream{s: s, stream: stream, p: p, exec: true}
-	p.sink = h
-	if p.retain > 0 {
-		s.retained.add(p)
-	}
-	s.setHandler(stream, h)
-	s.respond(stream, protocol.Response{PID: p.pid})
+	s.adopt(stream, req, p, cmd)
 
 	// The master is read and written by two goroutines; it is closed
 	// once the reader has returned (by pipeOut, at EOF or EIO when the
 	// terminal's last user is gone, or by supervise after drainGrace).
-	go func() {
-		for {
-			b, ok := p.stdin.next()
-			if !ok {
-				return
-			}
-			if _, err := master.Write(b); err != nil {
-				p.stdin.drop()
-				return
-			}
-		}
-	}()
+	go p.feedStdin(master)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go pipeOut(&wg, p, protocol.TStdout, master)
