@@ -90,7 +90,12 @@ func TestCLIShell(t *testing.T) {
 	m.waitScreen("30 100")
 
 	// Raw mode: Ctrl-C interrupts the sandbox's program, not airlock.
-	m.run("send-keys", "-t", "t", "sleep 300; echo slept", "Enter")
+	// The Ctrl-C waits until the program is the terminal's foreground job:
+	// sent while bash is still between reading the line and starting it,
+	// the signal reaches bash alone and the program runs on. The inner sh
+	// prints before it becomes the sleep, in the same process group.
+	m.run("send-keys", "-t", "t", "sh -c 'echo sleep-$((2+3)); exec sleep 300'; echo slept", "Enter")
+	m.waitScreen("sleep-5")
 	m.run("send-keys", "-t", "t", "C-c")
 	m.run("send-keys", "-t", "t", "echo after-$((1+1))", "Enter")
 	m.waitScreen("after-2")
