@@ -277,7 +277,7 @@ if [ "$microvm" = 1 ]; then
 	fi
 fi
 
-step "binaries (bin/airlockd, bin/airlock, bin/airlock-agent)"
+step "binaries (bin/airlock-agent and bin/airlock, then bin/airlockd while the images are built)"
 cd "$REPO"
 mkdir -p bin
 # The agent and the CLI are static (the agent must be). airlockd links the
@@ -285,19 +285,33 @@ mkdir -p bin
 # The images are keyed by the agent's hash: the agent is built without
 # the VCS stamp, so a commit that leaves the agent's code alone (or an
 # edit elsewhere in the tree) does not make a new agent and new images.
-CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlock
+# The agent and the CLI (whose image builder makes the images) come
+# first; airlockd, the largest, compiles while debootstrap downloads and
+# unpacks the images' packages.
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/ ./cmd/airlock-agent
-CGO_ENABLED=1 go build -trimpath -o bin/ ./cmd/airlockd
-echo "built in $REPO/bin"
+CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/airlock
+echo "built bin/airlock-agent and bin/airlock ($((SECONDS - t0)) s since setup started)"
 
-step "images ($images) in $STATE_DIR/images; the first build takes minutes"
+step "images ($images) in $STATE_DIR/images, in the background while airlockd is built; the first build takes minutes"
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
 guest=()
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
 [ "$microvm" = 1 ] && guest=(--guest)
 # shellcheck disable=SC2086 # a list of names
-bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" $images
+bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" $images &
+images_pid=$!
+trap '[ -z "${runsc_pid:-}" ] || kill_tree "$runsc_pid"; [ -z "${images_pid:-}" ] || kill_tree "$images_pid"' EXIT
+CGO_ENABLED=1 go build -trimpath -o bin/ ./cmd/airlockd
+echo "built bin/airlockd ($((SECONDS - t0)) s since setup started)"
+step "images: waiting for their build to end"
+images_rc=0
+wait "$images_pid" || images_rc=$?
+images_pid=""
+if [ "$images_rc" != 0 ]; then
+	echo "setup: building the images failed (exit $images_rc)" >&2
+	exit 1
+fi
 bin/airlock node image ls --state-dir "$STATE_DIR"
 runsc_wait
 
