@@ -5,15 +5,19 @@
 # debian-archive-keyring, ca-certificates and e2fsprogs (installed with
 # apt-get when missing), from which the sandbox images are built.
 #
-#   sudo ./install.sh [--prefix DIR] [--state-dir DIR] [--no-images] [--no-apt]
+#   sudo ./install.sh [--prefix DIR] [--state-dir DIR] [--images NAMES] [--no-images] [--no-apt]
 #
 #   --prefix DIR     binaries (airlockd, airlock, airlock-agent, runsc) in
 #                    DIR/bin, docs in DIR/share/doc/airlock, the systemd
 #                    units in DIR/share/airlock/systemd (default /usr/local,
 #                    where the units look: /usr/local/bin/airlockd)
 #   --state-dir DIR  where the images are built (default /var/lib/airlock)
-#   --no-images      do not build the images (airlockd is not ready until
-#                    `DIR/bin/airlock node image build all` has run)
+#   --images NAMES   the images to build now, comma-separated, or "all"
+#                    (default base: airlockd builds python-ds in the
+#                    background once it serves, and runs Python that
+#                    needs nothing of it on base until then)
+#   --no-images      build no image now (airlockd builds them all in the
+#                    background, and serves once base is built)
 #   --no-apt         install no Debian packages; fail if one is missing
 #
 # Then: DIR/bin/airlockd --state-dir STATE (or install the unit:
@@ -23,6 +27,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 PREFIX=/usr/local
 STATE_DIR=/var/lib/airlock
 images=1
+names=base
 apt=1
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -30,9 +35,11 @@ while [ $# -gt 0 ]; do
 	--prefix=*) PREFIX="${1#*=}"; shift ;;
 	--state-dir) STATE_DIR="$2"; shift 2 ;;
 	--state-dir=*) STATE_DIR="${1#*=}"; shift ;;
+	--images) names="$2"; shift 2 ;;
+	--images=*) names="${1#*=}"; shift ;;
 	--no-images) images=0; shift ;;
 	--no-apt) apt=0; shift ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -76,9 +83,12 @@ fi
 "$PREFIX/bin/airlockd" --version
 
 if [ "$images" = 1 ]; then
-	echo "==> images (base, python-ds) in $STATE_DIR/images (debootstrap from Debian's packages: several minutes the first time)"
+	names="$(printf '%s' "$names" | tr ',' ' ')"
+	echo "==> images ($names) in $STATE_DIR/images (debootstrap from Debian's packages: minutes the first time)"
 	mkdir -p "$STATE_DIR"
 	chmod 0700 "$STATE_DIR"
-	"$PREFIX/bin/airlock" node image build --state-dir "$STATE_DIR" --agent "$PREFIX/bin/airlock-agent" all
+	# shellcheck disable=SC2086 # a list of names
+	"$PREFIX/bin/airlock" node image build --state-dir "$STATE_DIR" --agent "$PREFIX/bin/airlock-agent" $names
 fi
 echo "==> installed; start with: $PREFIX/bin/airlockd --state-dir $STATE_DIR"
+echo "    (airlockd builds any image still missing in the background once it serves)"

@@ -30,7 +30,7 @@ const noGoPath = "/usr/sbin:/usr/bin:/sbin:/bin"
 // only a loopback), then DIR/bin/airlockd --state-dir on a free loopback
 // port runs print(1) through the REST API, and stops.
 //
-// install.sh builds the images (base, python-ds) with the release's own
+// install.sh builds the images (base and python-ds: --images all) with the release's own
 // airlock and agent, into the temporary state directory. It is handed
 // the debootstrap stages of the machine's images (testenv.StateDir, as
 // hard links), so no debootstrap runs and nothing is fetched: the build
@@ -58,7 +58,9 @@ func TestInstallTarball(t *testing.T) {
 	seedStages(t, state)
 	// --no-apt: a Debian package missing here fails the install instead of
 	// being fetched (the network namespace has no route anyway).
-	cmd := exec.Command("sh", filepath.Join(rel.tree, "install.sh"), "--prefix", prefix, "--state-dir", state, "--no-apt")
+	// --images all: both images now (the default is base alone), so the
+	// airlockd below finds nothing to build in the background.
+	cmd := exec.Command("sh", filepath.Join(rel.tree, "install.sh"), "--prefix", prefix, "--state-dir", state, "--no-apt", "--images", "all")
 	cmd.Env = []string{"PATH=" + noGoPath, "HOME=" + dir, "LANG=C.UTF-8"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
 	start := time.Now()
