@@ -38,6 +38,7 @@ type Sandbox struct {
 	started bool          // runsc made the container: destroy must delete it
 	exited  chan struct{} // closed when the sandbox process has exited
 	exitOne sync.Once
+	pids    []int // the sandbox process and its gofer, once watched
 
 	destroyOnce sync.Once
 	destroyErr  error
@@ -281,8 +282,11 @@ func (s *Sandbox) watchProcesses() error {
 	if err := watch(sandbox, s.markExited); err != nil {
 		return err
 	}
+	s.pids = []int{sandbox}
 	if gofer > 0 {
-		watch(gofer, func() {}) // it ends with the sandbox
+		if watch(gofer, func() {}) == nil { // it ends with the sandbox
+			s.pids = append(s.pids, gofer)
+		}
 	}
 	return nil
 }
