@@ -383,7 +383,11 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		s.agent.Close()
 	}
 	if s.started {
-		if err := s.b.deleter.delete(ctx, s.id); err != nil {
+		if gone, err := s.removeRecordIfGone(); gone {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		} else if err := s.b.deleter.delete(ctx, s.id); err != nil {
 			if ids, lerr := s.b.listContainers(ctx); lerr != nil || contains(ids, s.id) {
 				errs = append(errs, err)
 			}
