@@ -9,7 +9,7 @@ import re
 ap = argparse.ArgumentParser()
 for a in ["bare", "bench", "procs", "bare_procs", "runsc_log", "phases"]:
     ap.add_argument("--" + a.replace("_", "-"), required=True)
-for a in ["bare_tool", "bare_sandboxes", "bare_kthreads", "airlockd_cgroup", "airlockd_own", "sandboxes", "sandboxes_sys", "kthreads"]:
+for a in ["bare_tool", "bare_sandboxes", "bare_kthreads", "bare_sandboxes_sys", "airlockd_cgroup", "airlockd_own", "sandboxes", "sandboxes_sys", "kthreads"]:
     ap.add_argument("--" + a.replace("_", "-"), type=float, required=True)
 o = ap.parse_args()
 
@@ -47,7 +47,7 @@ prof_total = phases.pop("_total", 0.0)
 own = o.airlockd_own
 frac_b, nprocs_b = split(o.bare_procs)
 frac_a, nprocs_a = split(o.procs)
-rest = max(0.0, o.airlockd_cgroup - own - runsc_cli)
+rest = o.airlockd_cgroup - own - runsc_cli
 
 print()
 print("runs: bare runsc %d in %.0f s (%.1f/min); airlockd %d ok of %d in %.0f s (%.1f/min), p50 %.0f ms, p99 %.0f ms" % (
@@ -63,14 +63,14 @@ bsb = o.bare_sandboxes / nb / NS
 asb = o.sandboxes / na / NS
 rows.append(("runsc sandbox processes (gVisor kernel), from the sandboxes' cgroups x the sampled share", bsb * frac_b, asb * frac_a))
 rows.append(("runsc gofers, likewise", bsb * (1 - frac_b), asb * (1 - frac_a)))
-rows.append(("  of the sandboxes' cgroups: in the host kernel (system time)", None, o.sandboxes_sys / na / NS))
+rows.append(("  of the sandboxes' cgroups: in the host kernel (system time)", o.bare_sandboxes_sys / nb / NS, o.sandboxes_sys / na / NS))
 rows.append(("runsc commands (`runsc run`, `restore`, `delete`, ...)", None, runsc_cli / na / NS))
 rows.append(("the baseline tool with its `runsc run` commands (their cgroup)", o.bare_tool / nb / NS, None))
 rows.append(("airlockd itself (its threads, /proc/PID/stat)", None, own / na / NS))
-rows.append(("the rest of airlockd's cgroup (the timing wrapper of runsc commands, shells)", None, rest / na / NS))
+rows.append(("  not counted: the rest of airlockd's cgroup (the timing wrapper of runsc commands)", None, rest / na / NS))
 rows.append(("host kernel threads (loop devices, kworkers: the whole machine's)", o.bare_kthreads / nb / NS, o.kthreads / na / NS))
 tb = (o.bare_tool + o.bare_sandboxes + o.bare_kthreads) / nb / NS
-ta = (o.airlockd_cgroup - rest + o.sandboxes + o.kthreads) / na / NS
+ta = (own + runsc_cli + o.sandboxes + o.kthreads) / na / NS
 for name, b, a in rows:
     fb = "%.3f" % b if b is not None else ""
     fa = "%.3f" % a if a is not None else ""

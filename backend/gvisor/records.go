@@ -5,7 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
+
+// directRemovals counts records removed without `runsc delete` (tests).
+var directRemovals atomic.Int64
 
 // recordFiles are the files runsc keeps in its root for container id: its
 // state, the lock on it and the sandbox's control socket.
@@ -30,6 +34,7 @@ func (b *Backend) recordFiles(id string) []string {
 // a restart, whose gofer is not known); the caller then asks runsc.
 func (s *Sandbox) removeRecordIfGone() (bool, error) {
 	if len(s.pids) == 0 {
+		s.b.cfg.Logger.Debug("destroy: processes not known; runsc deletes", "sandbox", s.id)
 		return false, nil
 	}
 	for _, pid := range s.pids {
@@ -46,5 +51,6 @@ func (s *Sandbox) removeRecordIfGone() (bool, error) {
 			errs = append(errs, err)
 		}
 	}
+	directRemovals.Add(1)
 	return true, errors.Join(errs...)
 }
