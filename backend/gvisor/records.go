@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 )
 
 // directRemovals counts records removed without `runsc delete` (tests).
@@ -37,13 +38,22 @@ func (s *Sandbox) removeRecordIfGone() (bool, error) {
 		s.b.cfg.Logger.Debug("destroy: processes not known; runsc deletes", "sandbox", s.id)
 		return false, nil
 	}
-	for _, pid := range s.pids {
-		if running(pid) {
+	// The gofer may end a moment after the sandbox process that the kill
+	// waited for: give it a little while, still far less than a runsc
+	// start.
+	gone := func() bool {
+		for _, pid := range s.pids {
+			if running(pid) {
+				return false
+			}
+		}
+		return s.b.cgroups.Empty(s.cgroup)
+	}
+	for wait := 100 * time.Microsecond; !gone(); wait *= 2 {
+		if wait > 50*time.Millisecond {
 			return false, nil
 		}
-	}
-	if !s.b.cgroups.Empty(s.cgroup) {
-		return false, nil
+		time.Sleep(wait)
 	}
 	var errs []error
 	for _, f := range s.b.recordFiles(s.id) {
