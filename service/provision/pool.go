@@ -223,10 +223,12 @@ func (p *pool) step(ctx context.Context) {
 			p.memory -= e.members[0].memory
 			e.members = e.members[1:]
 		}
-		// Members that died idle are replaced now, not found at hand-out.
+		// Members that died idle are replaced now, not found at hand-out
+		// (only what costs no system call here: the hand-out checks the
+		// processes as well).
 		live := e.members[:0]
 		for _, mb := range e.members {
-			if alive(mb.sb) == nil {
+			if exited(mb.sb) == nil {
 				live = append(live, mb)
 				continue
 			}
@@ -261,15 +263,24 @@ func (p *pool) step(ctx context.Context) {
 // its processes run and its agent's connection is open. It costs no round
 // trip to the agent.
 func alive(sb airlock.Sandbox) error {
-	select {
-	case <-sb.Done():
-		return fmt.Errorf("%s exited: %w", sb.ID(), airlock.ErrSandboxGone)
-	default:
+	if err := exited(sb); err != nil {
+		return err
 	}
 	if pr, ok := sb.(airlock.Prober); ok {
 		return pr.Alive()
 	}
 	return nil
+}
+
+// exited reports a sandbox whose Done is closed: the check of the pool's
+// steps, which costs nothing.
+func exited(sb airlock.Sandbox) error {
+	select {
+	case <-sb.Done():
+		return fmt.Errorf("%s exited: %w", sb.ID(), airlock.ErrSandboxGone)
+	default:
+		return nil
+	}
 }
 
 // discard destroys members of k found dead (killed, OOM) while idle.
