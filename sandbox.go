@@ -136,6 +136,15 @@ type Sandbox interface {
 	Destroy(ctx context.Context) error
 }
 
+// Prober is implemented by sandboxes that can tell cheaply, without a
+// round trip to the agent, whether they can still serve. A pool checks a
+// member with it before handing the member out.
+type Prober interface {
+	// Alive returns nil while the sandbox's processes run and its agent's
+	// connection is open, else an error wrapping ErrSandboxGone.
+	Alive() error
+}
+
 // Reattacher is implemented by backends whose sandboxes outlive the
 // server. The sandboxes of such a backend do not depend on the server
 // process: their agents keep running when it dies and wait for a host to

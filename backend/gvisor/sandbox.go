@@ -38,6 +38,7 @@ type Sandbox struct {
 	started bool          // runsc made the container: destroy must delete it
 	exited  chan struct{} // closed when the sandbox process has exited
 	exitOne sync.Once
+	pids    []int // the sandbox process and its gofer, once watched
 
 	destroyOnce sync.Once
 	destroyErr  error
@@ -281,8 +282,11 @@ func (s *Sandbox) watchProcesses() error {
 	if err := watch(sandbox, s.markExited); err != nil {
 		return err
 	}
+	s.pids = []int{sandbox}
 	if gofer > 0 {
-		watch(gofer, func() {}) // it ends with the sandbox
+		if watch(gofer, func() {}) == nil { // it ends with the sandbox
+			s.pids = append(s.pids, gofer)
+		}
 	}
 	return nil
 }
@@ -379,7 +383,11 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		s.agent.Close()
 	}
 	if s.started {
-		if err := s.b.deleter.delete(ctx, s.id); err != nil {
+		if gone, err := s.removeRecordIfGone(); gone {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		} else if err := s.b.deleter.delete(ctx, s.id); err != nil {
 			if ids, lerr := s.b.listContainers(ctx); lerr != nil || contains(ids, s.id) {
 				errs = append(errs, err)
 			}

@@ -9,6 +9,7 @@ type metrics struct {
 	reattach       prometheus.Histogram
 	poolHits       *prometheus.CounterVec
 	poolMisses     *prometheus.CounterVec
+	poolDead       *prometheus.CounterVec
 	poolSize       *prometheus.GaugeVec
 	poolMemory     prometheus.Gauge
 	poolReady      *prometheus.HistogramVec
@@ -39,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		poolMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_pool_misses_total", Help: "Requests that found the pool empty.",
 		}, []string{"image", "language"}),
+		poolDead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_pool_dead_total", Help: "Pool members found dead (their sandbox killed or gone while idle) and destroyed instead of handed out.",
+		}, []string{"image", "language"}),
 		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "airlock_pool_size", Help: "Ready pool members.",
 		}, []string{"image", "language"}),
@@ -56,6 +60,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "airlock_ready_contexts_taken_total", Help: "Code contexts a session took ready from its sandbox (started before the session, reseeded) instead of starting an interpreter.",
 		}),
 	}
-	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds, m.readyContexts)
+	reg.MustRegister(m.acquire, m.destroy, m.reattach, m.poolHits, m.poolMisses, m.poolDead, m.poolSize, m.poolMemory, m.poolReady, m.snapshotBuilds, m.readyContexts)
 	return m
 }

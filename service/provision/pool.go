@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -125,10 +126,16 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 	now := time.Now()
 	e.arrivals = append(e.arrivals, now)
 	var got *member
-	if len(e.members) > 0 {
-		got = e.members[0]
+	var dead []*member
+	for len(e.members) > 0 {
+		mb := e.members[0]
 		e.members = e.members[1:]
-		p.memory -= got.memory
+		p.memory -= mb.memory
+		if alive(mb.sb) == nil {
+			got = mb
+			break
+		}
+		dead = append(dead, mb)
 	}
 	if got == nil {
 		e.lastMiss = now
@@ -137,6 +144,7 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 	p.mu.Unlock()
 	p.poke()
 	labels := []string{k.img.Name, k.langLabel()}
+	p.discard(k, dead)
 	p.p.metrics.poolSize.WithLabelValues(labels...).Set(float64(size))
 	if got == nil {
 		p.p.metrics.poolMisses.WithLabelValues(labels...).Inc()
@@ -207,6 +215,7 @@ func (p *pool) step(ctx context.Context) {
 	}
 	now := time.Now()
 	var retire []*member
+	dead := map[*poolEntry][]*member{}
 	p.mu.Lock()
 	for _, e := range p.entries {
 		for len(e.members) > 0 && now.Sub(e.members[0].born) > p.cfg.MaxAge {
@@ -214,6 +223,20 @@ func (p *pool) step(ctx context.Context) {
 			p.memory -= e.members[0].memory
 			e.members = e.members[1:]
 		}
+		// Members that died idle are replaced now, not found at hand-out
+		// (only what costs no system call here: the hand-out checks the
+		// processes as well).
+		live := e.members[:0]
+		for _, mb := range e.members {
+			if exited(mb.sb) == nil {
+				live = append(live, mb)
+				continue
+			}
+			dead[e] = append(dead[e], mb)
+			p.memory -= mb.memory
+		}
+		clear(e.members[len(live):])
+		e.members = live
 	}
 	for _, e := range p.entries {
 		want := p.target(e, now)
@@ -228,6 +251,43 @@ func (p *pool) step(ctx context.Context) {
 	p.p.metrics.poolMemory.Set(float64(p.memory))
 	p.mu.Unlock()
 	for _, mb := range retire {
+		p.p.destroyLater(mb.sb, nil)
+	}
+	for e, mbs := range dead {
+		p.discard(e.key, mbs)
+	}
+}
+
+// alive reports whether a pool member can still be handed out: its
+// sandbox has not exited and, where the backend can tell (airlock.Prober),
+// its processes run and its agent's connection is open. It costs no round
+// trip to the agent.
+func alive(sb airlock.Sandbox) error {
+	if err := exited(sb); err != nil {
+		return err
+	}
+	if pr, ok := sb.(airlock.Prober); ok {
+		return pr.Alive()
+	}
+	return nil
+}
+
+// exited reports a sandbox whose Done is closed: the check of the pool's
+// steps, which costs nothing.
+func exited(sb airlock.Sandbox) error {
+	select {
+	case <-sb.Done():
+		return fmt.Errorf("%s exited: %w", sb.ID(), airlock.ErrSandboxGone)
+	default:
+		return nil
+	}
+}
+
+// discard destroys members of k found dead (killed, OOM) while idle.
+func (p *pool) discard(k warmKey, dead []*member) {
+	for _, mb := range dead {
+		p.p.cfg.Logger.Warn("pool: a member died while idle; destroying it", "key", k.name(), "sandbox", mb.sb.ID(), "err", alive(mb.sb))
+		p.p.metrics.poolDead.WithLabelValues(k.img.Name, k.langLabel()).Inc()
 		p.p.destroyLater(mb.sb, nil)
 	}
 }
