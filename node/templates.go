@@ -80,6 +80,13 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders, Validators: validators,
 		MaxContextBytes: c.MaxContextBytes, MaxBytes: c.MaxBytes, MaxFiles: c.MaxFiles, QuotaBytes: c.QuotaBytes,
 		Logger: n.logger.With("component", "templates"),
+		Forget: func(image string) {
+			if n.Provisioner != nil {
+				if k := n.Provisioner.Forget(image); k > 0 {
+					n.logger.Info("deleted template: its ready sandboxes destroyed", "image", image, "members", k)
+				}
+			}
+		},
 	})
 	if err != nil {
 		return err

@@ -340,6 +340,9 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant *airlock.Tenant, na
 		b.cancel()
 	}
 	s.mu.Unlock()
+	if s.cfg.Forget != nil {
+		s.cfg.Forget(t.ImageName())
+	}
 	s.removeRootfs(t.ID)
 	os.Remove(s.logPath(t.ID))
 	return nil
