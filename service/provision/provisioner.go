@@ -187,6 +187,31 @@ func (p *Provisioner) ImagePool(name string) (members int, memoryBytes int64) {
 	return p.pool.imageMembers(name)
 }
 
+// RootfsInUse returns the root filesystems of the images the node keeps
+// ready (registered warm pairs, pool entries): the image garbage
+// collector keeps them, with those of the sandboxes that run.
+func (p *Provisioner) RootfsInUse() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(img *airlock.Image) {
+		if img != nil && img.Rootfs != "" && !seen[img.Rootfs] {
+			seen[img.Rootfs] = true
+			out = append(out, img.Rootfs)
+		}
+	}
+	p.mu.Lock()
+	for _, k := range p.warm {
+		add(k.img)
+	}
+	p.mu.Unlock()
+	p.pool.mu.Lock()
+	for _, e := range p.pool.entries {
+		add(e.key.img)
+	}
+	p.pool.mu.Unlock()
+	return out
+}
+
 // SnapshotDir is the directory of the node's base snapshots, or "" when
 // it keeps none.
 func (p *Provisioner) SnapshotDir() string {
