@@ -167,11 +167,11 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 }
 
 // isTemplateID reports whether a name in the templates directory is a
-// template's (not logs, contexts, layers, the Dockerfile cache or a
-// build in progress).
+// template's (not logs, contexts, layers, the Dockerfile cache, the
+// registry images Dockerfiles start FROM, or a build in progress).
 func isTemplateID(name string) bool {
 	switch name {
-	case "logs", "contexts", "layers", "dockerfile":
+	case "logs", "contexts", "layers", "dockerfile", "from":
 		return false
 	}
 	return name != "" && name[0] != '.'
