@@ -15,16 +15,16 @@ type rootfsUser interface {
 	RootfsInUse(ctx context.Context) ([]string, error)
 }
 
-// collectGarbage runs the garbage collector at start and then every
+// gcLoop runs the garbage collector at start and then every
 // Config.ImageGC until ctx ends.
-func (n *Node) collectGarbage(ctx context.Context) {
+func (n *Node) gcLoop(ctx context.Context) {
 	if n.cfg.ImageGC <= 0 {
 		return
 	}
 	t := time.NewTicker(n.cfg.ImageGC)
 	defer t.Stop()
 	for {
-		n.collectOnce(ctx)
+		n.CollectGarbage(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -33,13 +33,13 @@ func (n *Node) collectGarbage(ctx context.Context) {
 	}
 }
 
-// collectOnce removes what nothing references: image versions other
+// CollectGarbage removes what nothing references: image versions other
 // than the current one of each name that no sandbox of the node runs on
 // (only when the node builds its own images: a node given its images
 // by another does not own them), template directories without a record
 // or a session, base snapshots of deleted templates and cached layers no
 // template lists. It logs what it freed.
-func (n *Node) collectOnce(ctx context.Context) {
+func (n *Node) CollectGarbage(ctx context.Context) {
 	start := time.Now()
 	var dirs []string
 	var freed int64

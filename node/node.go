@@ -234,7 +234,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.cfg.ImageGC > 0 {
 		gctx, stop := context.WithCancel(ctx)
 		collected := make(chan struct{})
-		go func() { defer close(collected); n.collectGarbage(gctx) }()
+		go func() { defer close(collected); n.gcLoop(gctx) }()
 		defer func() { stop(); <-collected }()
 	}
 	errc := make(chan error, 1)
