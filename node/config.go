@@ -65,6 +65,10 @@ type Config struct {
 	Pool provision.PoolConfig
 	// Warm are the one-shot image/language pairs readied at start.
 	Warm []string
+	// ImageGC is how often the node removes image versions, template
+	// leftovers and layers nothing references (also once at start); 0
+	// never (see gc.go).
+	ImageGC time.Duration
 	// DebugListen serves Go's profiles there; off when empty. Beyond
 	// loopback only with API.MetricsKey, which every request must carry.
 	DebugListen string
@@ -135,7 +139,8 @@ func Defaults() Config {
 		KeepSessions:   true,
 		Preview:        PreviewConfig{MaxConns: preview.DefaultMaxConns, MaxMiB: preview.DefaultMaxBytes >> 20},
 		CgroupParent:   "airlock",
-		Pool:           provision.PoolConfig{Min: 1, Max: 8, MemoryBudget: 2048 << 20, MaxAge: 10 * time.Minute},
+		Pool:           provision.PoolConfig{Min: 1, Max: 8, MemoryBudget: 2048 << 20, MaxAge: 10 * time.Minute, TemplateMax: 4, TemplateIdle: 5 * time.Minute},
+		ImageGC:        time.Hour,
 		Warm:           []string{"python-ds/python", "base/bash", "base/node", "base/sql"},
 		Sessions: SessionsConfig{
 			Sizes:          map[airlock.SessionSize]session.Size{},

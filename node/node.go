@@ -231,6 +231,12 @@ func (n *Node) Run(ctx context.Context) error {
 		go func() { defer close(built); n.buildMissingImages(bctx, missing) }()
 		defer func() { stop(); <-built }() // before Close: a build stops with its context
 	}
+	if n.cfg.ImageGC > 0 {
+		gctx, stop := context.WithCancel(ctx)
+		collected := make(chan struct{})
+		go func() { defer close(collected); n.gcLoop(gctx) }()
+		defer func() { stop(); <-collected }()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	select {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 
 	"github.com/airlockhq/airlock"
@@ -63,7 +64,15 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 	if df, err := n.dockerfileBuilder(secrets); err != nil {
 		return err
 	} else if df != nil {
-		builders[airlock.TemplateFromDockerfile] = df.TemplateBuilder(func(ctx context.Context, tenantID, ref string) (*airlock.Image, error) {
+		bases, err := template.NewBaseImages(n.cfg.StateDir, oci, c.MaxBytes, c.MaxFiles)
+		if err != nil {
+			return err
+		}
+		builders[airlock.TemplateFromDockerfile] = df.TemplateBuilder(func(ctx context.Context, tenantID, ref string, log io.Writer) (*airlock.Image, error) {
+			if template.IsRegistryRef(ref) {
+				// host:port/repo:tag: pulled as from_image is.
+				return bases.Resolve(ctx, ref, log)
+			}
 			img, err := n.Images.Resolve(ctx, ref)
 			if err == nil {
 				return img, nil
@@ -80,6 +89,13 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders, Validators: validators,
 		MaxContextBytes: c.MaxContextBytes, MaxBytes: c.MaxBytes, MaxFiles: c.MaxFiles, QuotaBytes: c.QuotaBytes,
 		Logger: n.logger.With("component", "templates"),
+		Forget: func(image string) {
+			if n.Provisioner != nil {
+				if k := n.Provisioner.Forget(image); k > 0 {
+					n.logger.Info("deleted template: its ready sandboxes destroyed", "image", image, "members", k)
+				}
+			}
+		},
 	})
 	if err != nil {
 		return err

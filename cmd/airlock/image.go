@@ -9,15 +9,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/internal/secretscan"
 	"github.com/airlockhq/airlock/service/image"
+	"github.com/airlockhq/airlock/service/template"
 )
 
 const imageUsage = `usage (airlock node image; "airlock image" is deprecated):
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] [--guest] NAME...   (NAME may be "all")
   airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
   airlock image ls [--state-dir DIR] [-o json|table]
-  airlock image prune [--state-dir DIR] [--agent PATH]   (removes images other than the current one of each name)`
+  airlock image prune [--state-dir DIR] [--agent PATH] [--dry-run]   (removes image versions, template leftovers and layers nothing uses)`
 
 func runImage(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
@@ -163,11 +165,13 @@ func runImagePrune(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("airlock image prune", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", stateDirDefault(), "node state directory ($AIRLOCK_STATE_DIR)")
 	agent := fs.String("agent", "", "the node's airlock-agent: images for it are kept (default: next to airlock)")
+	snapshotDir := fs.String("snapshot-dir", "", "the node's base snapshots (default: STATE-DIR/snapshots)")
+	dryRun := fs.Bool("dry-run", false, "print what would be removed and the space it would free; remove nothing")
 	if err := fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: airlock image prune [--state-dir DIR] [--agent PATH]")
+		fmt.Fprintln(os.Stderr, "usage: airlock image prune [--state-dir DIR] [--agent PATH] [--snapshot-dir DIR] [--dry-run]")
 		return exitError{2}
 	}
 	if *agent == "" {
@@ -175,13 +179,67 @@ func runImagePrune(ctx context.Context, args []string) error {
 			*agent = p
 		}
 	}
+	if *snapshotDir == "" {
+		*snapshotDir = filepath.Join(*stateDir, "snapshots")
+	}
 	st, err := image.NewStore(image.StoreConfig{StateDir: *stateDir, AgentPath: *agent})
 	if err != nil {
 		return err
 	}
-	removed, err := st.Prune(ctx)
-	for _, d := range removed {
-		fmt.Fprintf(os.Stderr, "removed %s\n", d)
+	// The versions the node's sandboxes run on (its gVisor sandboxes'
+	// bundles) are kept, whatever their agent.
+	used, err := gvisor.RootfsInUse(filepath.Join(*stateDir, "gvisor"))
+	if err != nil {
+		return fmt.Errorf("read the sandboxes' rootfs: %w", err)
 	}
-	return err
+	verb := "removed"
+	if *dryRun {
+		verb = "would remove"
+	}
+	c, err := st.Collect(ctx, image.CollectConfig{InUse: used, DryRun: *dryRun})
+	if err != nil {
+		return err
+	}
+	removed, freed := c.Removed, c.FreedBytes
+	// Templates, when the node has a store: leftovers no record or
+	// session refers to, snapshots of deleted templates, unlisted layers.
+	if db, err := openStore(ctx, *stateDir, true); err == nil {
+		defer db.Close()
+		gcs, ok := db.(template.GCStore)
+		if ok {
+			tc, err := template.Collect(ctx, template.CollectConfig{
+				StateDir: *stateDir, Store: gcs, SnapshotDir: *snapshotDir, DryRun: *dryRun,
+				Building: func() bool { return buildsUnder(filepath.Join(*stateDir, "templates", ".tmp")) },
+			})
+			if tc != nil {
+				removed, freed = append(removed, tc.Removed()...), freed+tc.FreedBytes
+			}
+			if err != nil {
+				printRemoved(verb, removed, freed)
+				return err
+			}
+		}
+	} else if _, serr := os.Stat(filepath.Join(*stateDir, "templates")); serr == nil {
+		fmt.Fprintf(os.Stderr, "templates not collected: %v\n", err)
+	}
+	printRemoved(verb, removed, freed)
+	return nil
+}
+
+func printRemoved(verb string, removed []string, freed int64) {
+	for _, d := range removed {
+		fmt.Fprintf(os.Stderr, "%s %s\n", verb, d)
+	}
+	what := "freed"
+	if verb != "removed" {
+		what = "would free"
+	}
+	fmt.Fprintf(os.Stderr, "%s %s (%d bytes) in %d directories and files\n", what, image.HumanSize(freed), freed, len(removed))
+}
+
+// buildsUnder reports whether a template build is in progress (its
+// directory under the templates' .tmp).
+func buildsUnder(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) > 0
 }

@@ -266,6 +266,7 @@ func (f *flags) registerState() {
 	r.str(&c.Blobs.SigningKeyFile, "signing-key-file", groupState,
 		"file holding the key that signs artifact URLs (at least 32 bytes, mode 0600); every node of a fleet must be given the same one "+
 			"so a URL signed by one node works on all (default: signing.key in the state directory, made at first start)")
+	r.duration(&c.ImageGC, "image-gc-interval", groupState, "how often unreferenced image versions, template leftovers and unused layers are removed (also at start; 0: never, see airlock node image prune)")
 	r.repeat((*registryFlag)(&c.Templates.InsecureRegistries), "insecure-registry", groupState, "registry (HOST:PORT) that templates may be pulled from over plain HTTP (repeatable); every other registry is HTTPS only")
 	r.str(&c.Templates.RegistryAuthFile, "registry-auth-file", groupState, `file of the node's registry credentials for template imports, Docker config.json style ({"auths": {"HOST:PORT": {"auth": base64 of "user:password"}}}); used when a request brings none, never stored in a template`)
 	r.int64(&c.Templates.QuotaBytes, "template-quota-bytes", "bytes", groupState, "storage quota of one tenant's templates together (0: 10 GiB; negative: none)")
@@ -291,6 +292,8 @@ func (f *flags) registerPool() {
 	f.poolMemoryMiB = c.Pool.MemoryBudget >> 20
 	r.int64(&f.poolMemoryMiB, "pool-memory-mib", "MiB", groupPool, "memory budget of all ready pool sandboxes")
 	r.duration(&c.Pool.MaxAge, "pool-max-age", groupPool, "pool sandboxes older than this are replaced")
+	r.integer(&c.Pool.TemplateMax, "template-pool-max", groupPool, "most ready sandboxes per template (its pool grows from zero with the template's own arrival rate)")
+	r.duration(&c.Pool.TemplateIdle, "template-pool-idle", groupPool, "a template not asked for this long holds no ready sandbox")
 	r.strings(&c.Warm, "warm", groupPool, "image/language pairs readied at start (comma-separated; empty for none)")
 	r.strings(&c.Sessions.Warm, "warm-sessions", groupPool, "image/size pairs whose sessions are readied ahead (base snapshot, pool members), comma-separated; empty for none")
 }

@@ -191,6 +191,7 @@ func (o Options) config(s *Stack, dir string) node.Config {
 	c.E2B.Enabled = false
 	c.Blobs.Dir = s.BlobDir
 	c.Templates.Disabled = true
+	c.ImageGC = 0 // the images are shared with other tests
 	c.Keep.MasterKey = s.MasterKey
 	c.NoSnapshots = !o.Snapshots && o.SnapshotDir == ""
 	c.SnapshotDir = o.SnapshotDir

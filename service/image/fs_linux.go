@@ -95,6 +95,15 @@ func fileInode(fi fs.FileInfo) (inode, bool) {
 	return inode{uint64(st.Dev), st.Ino}, st.Nlink > 1
 }
 
+// fileLinks returns a file's inode and its number of hard links.
+func fileLinks(fi fs.FileInfo) (inode, uint64) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return inode{}, 1
+	}
+	return inode{uint64(st.Dev), st.Ino}, uint64(st.Nlink)
+}
+
 // syncAll flushes every filesystem, so that a directory renamed into
 // place afterwards is complete on disk even after a power cut.
 func syncAll() { syscall.Sync() }

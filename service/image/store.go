@@ -1,13 +1,9 @@
 package image
 
 import (
-	"github.com/airlockhq/airlock/internal/guestabi"
-
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -209,86 +205,13 @@ func (s *Store) List(ctx context.Context) ([]airlock.Image, error) {
 
 // Prune removes, for every name, the final images other than the one
 // Resolve returns (or the newest, if it returns none), then the microVM
-// guest artefacts and the stages no remaining image was made from. It returns the directories it removed.
-// A sandbox still running on a removed rootfs is the caller's problem:
-// prune only what no node uses.
+// guest artefacts and the stages no remaining image was made from. It
+// returns the directories it removed. It knows of no sandbox: Collect
+// with the rootfs sandboxes use keeps theirs.
 func (s *Store) Prune(ctx context.Context) ([]string, error) {
-	unlock, err := lockImages(ctx, s.imagesDir, io.Discard)
-	if err != nil {
+	c, err := s.Collect(ctx, CollectConfig{})
+	if c == nil {
 		return nil, err
 	}
-	defer unlock()
-	all, err := s.scan()
-	if err != nil {
-		return nil, err
-	}
-	keep := map[string]bool{}   // dir
-	stages := map[string]bool{} // stage hash in use
-	byName := map[string][]built{}
-	for _, b := range all {
-		byName[b.m.Name] = append(byName[b.m.Name], b)
-	}
-	for name, bs := range byName {
-		k := bs[0].dir // newest
-		if img, err := s.Resolve(ctx, name); err == nil {
-			k = filepath.Dir(img.Rootfs)
-		}
-		keep[k] = true
-	}
-	var removed []string
-	trash := filepath.Join(s.imagesDir, ".tmp")
-	if err := os.MkdirAll(trash, 0o700); err != nil {
-		return nil, err
-	}
-	remove := func(dir string) error {
-		// Rename first: the directory disappears from listings at once.
-		tmp := filepath.Join(trash, fmt.Sprintf("prune-%s-%d", filepath.Base(dir), time.Now().UnixNano()))
-		if err := os.Rename(dir, tmp); err != nil {
-			return err
-		}
-		removed = append(removed, dir)
-		return removeTree(tmp)
-	}
-	for _, b := range all {
-		if keep[b.dir] {
-			stages[b.m.StageHash] = true
-			continue
-		}
-		if err := remove(b.dir); err != nil {
-			return removed, err
-		}
-	}
-	// Guest artefacts of images no longer kept.
-	hashes := map[string]bool{}
-	for _, b := range all {
-		if keep[b.dir] {
-			hashes[b.m.Hash] = true
-		}
-	}
-	gents, err := os.ReadDir(filepath.Join(s.imagesDir, "guests"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return removed, err
-	}
-	for _, e := range gents {
-		dir := filepath.Join(s.imagesDir, "guests", e.Name())
-		var g guestabi.Guest
-		if data, err := os.ReadFile(filepath.Join(dir, "guest.json")); err == nil && json.Unmarshal(data, &g) == nil && hashes[g.Image] {
-			continue
-		}
-		if err := remove(dir); err != nil {
-			return removed, err
-		}
-	}
-	ents, err := os.ReadDir(filepath.Join(s.imagesDir, "stages"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return removed, err
-	}
-	for _, e := range ents {
-		if e.IsDir() && !stages[e.Name()] {
-			if err := remove(filepath.Join(s.imagesDir, "stages", e.Name())); err != nil {
-				return removed, err
-			}
-		}
-	}
-	return removed, nil
+	return c.Removed, err
 }

@@ -29,6 +29,14 @@ type PoolConfig struct {
 	Warm []string
 	// Disabled turns the pool off: every request restores or boots.
 	Disabled bool
+	// TemplateMax caps the members of one template's key (4): a
+	// template's pool grows with its own arrival rate up to it, from
+	// zero (Min does not apply to templates).
+	TemplateMax int
+	// TemplateIdle is how long a template's key may go without an
+	// arrival before its members are destroyed and its entry dropped
+	// (5 minutes): a template nobody uses holds no memory.
+	TemplateIdle time.Duration
 }
 
 func (c *PoolConfig) defaults() {
@@ -56,6 +64,12 @@ func (c *PoolConfig) defaults() {
 	if c.RateWindow <= 0 {
 		c.RateWindow = 30 * time.Second
 	}
+	if c.TemplateMax <= 0 {
+		c.TemplateMax = 4
+	}
+	if c.TemplateIdle <= 0 {
+		c.TemplateIdle = 5 * time.Minute
+	}
 }
 
 // member is one ready sandbox in the pool.
@@ -78,6 +92,12 @@ type poolEntry struct {
 	// oldest first.
 	waiters []chan airlock.Sandbox
 	filled  bool // a member was readied once (Provisioner.Warmed)
+	// forgotten: the entry's image was forgotten (forget); what is
+	// readied for it now is destroyed.
+	forgotten bool
+	// last is the entry's last arrival (or its registration): a
+	// template's entry idle for TemplateIdle is dropped.
+	last time.Time
 }
 
 // pool keeps ready sandboxes per warm key. A member is handed to exactly
@@ -101,7 +121,7 @@ func newPool(prov *Provisioner, cfg PoolConfig) *pool {
 func (p *pool) entry(k warmKey) *poolEntry {
 	e, ok := p.entries[k.id]
 	if !ok {
-		e = &poolEntry{key: k}
+		e = &poolEntry{key: k, last: time.Now()}
 		p.entries[k.id] = e
 	}
 	return e
@@ -125,6 +145,7 @@ func (p *pool) take(k warmKey) airlock.Sandbox {
 	e := p.entry(k)
 	now := time.Now()
 	e.arrivals = append(e.arrivals, now)
+	e.last = now
 	var got *member
 	var dead []*member
 	for len(e.members) > 0 {
@@ -175,6 +196,14 @@ func (p *pool) target(e *poolEntry, now time.Time) int {
 		replenish = 0.5 // until measured
 	}
 	n := int(math.Ceil(rate * replenish * p.cfg.Headroom))
+	if e.key.template() {
+		// A template's pool follows its own arrivals alone: none while
+		// nobody asks, up to its own cap while it is busy.
+		if now.Sub(e.last) > p.cfg.TemplateIdle {
+			return 0
+		}
+		return min(n, p.cfg.TemplateMax, p.cfg.Max)
+	}
 	return min(max(n, p.cfg.Min), p.cfg.Max)
 }
 
@@ -217,7 +246,7 @@ func (p *pool) step(ctx context.Context) {
 	var retire []*member
 	dead := map[*poolEntry][]*member{}
 	p.mu.Lock()
-	for _, e := range p.entries {
+	for id, e := range p.entries {
 		for len(e.members) > 0 && now.Sub(e.members[0].born) > p.cfg.MaxAge {
 			retire = append(retire, e.members[0])
 			p.memory -= e.members[0].memory
@@ -237,6 +266,20 @@ func (p *pool) step(ctx context.Context) {
 		}
 		clear(e.members[len(live):])
 		e.members = live
+		if e.key.template() && now.Sub(e.last) > p.cfg.TemplateIdle {
+			// An idle template: its members go, and so does its entry
+			// once nothing is being readied for it or waits on it.
+			for _, mb := range e.members {
+				p.memory -= mb.memory
+			}
+			retire = append(retire, e.members...)
+			e.members = nil
+			if e.filling == 0 && len(e.waiters) == 0 {
+				delete(p.entries, id)
+				p.p.metrics.poolSize.DeleteLabelValues(e.key.img.Name, e.key.langLabel())
+				continue
+			}
+		}
 	}
 	for _, e := range p.entries {
 		want := p.target(e, now)
@@ -384,7 +427,10 @@ func (p *pool) fill(ctx context.Context, e *poolEntry) {
 		} else {
 			e.replenish = 0.8*e.replenish + 0.2*took
 		}
-		if ctx.Err() == nil && len(e.waiters) > 0 {
+		if e.forgotten {
+			// Its image was forgotten (a deleted template) meanwhile:
+			// destroyed below.
+		} else if ctx.Err() == nil && len(e.waiters) > 0 {
 			// A request waits for exactly this: hand it over.
 			w := e.waiters[0]
 			e.waiters = e.waiters[1:]
@@ -424,6 +470,48 @@ func (p *pool) drain() {
 	for _, mb := range all {
 		p.p.destroyLater(mb.sb, nil)
 	}
+}
+
+// forget drops every entry of the image named name (a deleted template)
+// and destroys its members; a member being readied for it is destroyed
+// when it is ready (its entry is gone, see fill).
+func (p *pool) forget(name string) int {
+	p.mu.Lock()
+	var all []*member
+	for id, e := range p.entries {
+		if e.key.img.Name != name {
+			continue
+		}
+		for _, mb := range e.members {
+			p.memory -= mb.memory
+		}
+		all = append(all, e.members...)
+		e.members = nil
+		e.forgotten = true
+		delete(p.entries, id)
+		p.p.metrics.poolSize.DeleteLabelValues(e.key.img.Name, e.key.langLabel())
+	}
+	p.mu.Unlock()
+	for _, mb := range all {
+		p.p.destroyLater(mb.sb, nil)
+	}
+	return len(all)
+}
+
+// imageMembers reports the ready members of the image named name and
+// their memory.
+func (p *pool) imageMembers(name string) (members int, memory int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.entries {
+		if e.key.img.Name == name {
+			members += len(e.members)
+			for _, mb := range e.members {
+				memory += mb.memory
+			}
+		}
+	}
+	return members, memory
 }
 
 // stats reports members and their memory, for tests and benchmarks.

@@ -170,6 +170,57 @@ func (p *Provisioner) StopAdmitting() { p.admission.close() }
 // PoolStats reports the pool's ready members and their measured memory.
 func (p *Provisioner) PoolStats() (members int, memoryBytes int64) { return p.pool.stats() }
 
+// Forget drops what the node keeps ready of the image named name (a
+// template being deleted): its pool members are destroyed, its base
+// snapshots removed, and none is made for it again. It returns how many
+// members it destroyed.
+func (p *Provisioner) Forget(name string) int {
+	if p.snaps != nil {
+		p.snaps.forget(name)
+	}
+	return p.pool.forget(name)
+}
+
+// ImagePool reports the ready pool members of the image named name and
+// their measured memory.
+func (p *Provisioner) ImagePool(name string) (members int, memoryBytes int64) {
+	return p.pool.imageMembers(name)
+}
+
+// RootfsInUse returns the root filesystems of the images the node keeps
+// ready (registered warm pairs, pool entries): the image garbage
+// collector keeps them, with those of the sandboxes that run.
+func (p *Provisioner) RootfsInUse() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(img *airlock.Image) {
+		if img != nil && img.Rootfs != "" && !seen[img.Rootfs] {
+			seen[img.Rootfs] = true
+			out = append(out, img.Rootfs)
+		}
+	}
+	p.mu.Lock()
+	for _, k := range p.warm {
+		add(k.img)
+	}
+	p.mu.Unlock()
+	p.pool.mu.Lock()
+	for _, e := range p.pool.entries {
+		add(e.key.img)
+	}
+	p.pool.mu.Unlock()
+	return out
+}
+
+// SnapshotDir is the directory of the node's base snapshots, or "" when
+// it keeps none.
+func (p *Provisioner) SnapshotDir() string {
+	if p.snaps == nil {
+		return ""
+	}
+	return p.snaps.dir
+}
+
 // Usage reports what the tenant holds on this node now.
 func (p *Provisioner) Usage(tenantID string) Usage { return p.admission.usage(tenantID) }
 

@@ -96,11 +96,26 @@ func DefaultRecipes() map[string]map[airlock.Language]Recipe {
 // recipe returns the recipe of an image, language and flavour, and the
 // flavour it is ("" when the image has no such flavour).
 func (p *Provisioner) recipe(img *airlock.Image, lang airlock.Language, flavour string) (Recipe, string) {
+	if strings.HasPrefix(img.Name, airlock.TemplateImagePrefix) {
+		return templateRecipe(img), ""
+	}
 	r := p.cfg.Recipes[img.Name][lang]
 	if f, ok := r.Flavours[flavour]; ok && flavour != "" {
 		return f, flavour
 	}
 	return r, ""
+}
+
+// templateRecipe is the recipe of a template's image, for every
+// language: no runtime or context is readied (the image need not hold
+// the interpreter ours expects), and a template with a start_cmd or a
+// ready_cmd restores from its base snapshot, which holds the started
+// program after ready_cmd succeeded: that is what costs time to ready,
+// as the data-science imports do for python-ds. A template with neither
+// is its agent alone, which boots faster than it restores (as base's
+// sessions do): its pool members boot.
+func templateRecipe(img *airlock.Image) Recipe {
+	return Recipe{Restore: img.StartCmd != "" || img.ReadyCmd != ""}
 }
 
 // HasFlavour reports whether an image's language has the named flavour.
@@ -150,8 +165,12 @@ func (p *Provisioner) keyFor(b airlock.Backend, img *airlock.Image, lang airlock
 
 // restores reports whether a miss of k restores its base snapshot.
 func (k warmKey) restores() bool {
-	return k.recipe.Restore && (k.recipe.Runtime != "" || k.recipe.Context != "")
+	return k.recipe.Restore && (k.recipe.Runtime != "" || k.recipe.Context != "" || k.img.StartCmd != "" || k.img.ReadyCmd != "")
 }
+
+// template reports whether k is of a template's image: its pool follows
+// its own arrivals (PoolConfig.TemplateMax, TemplateIdle).
+func (k warmKey) template() bool { return strings.HasPrefix(k.img.Name, airlock.TemplateImagePrefix) }
 
 // langLabel is the key's language in names and metric labels: "agent"
 // for a sandbox readied with its agent alone (a session's).

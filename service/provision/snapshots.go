@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,10 +49,11 @@ type snapshots struct {
 	pending map[string]bool   // key id -> being verified or built
 	failed  map[string]time.Time
 	refused map[string]bool // key id -> it held a credential: boots cold until restart
+	gone    map[string]bool // image name -> forgotten (a deleted template): never built again
 }
 
 func newSnapshots(prov *Provisioner, dir string) *snapshots {
-	return &snapshots{p: prov, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}, refused: map[string]bool{}}
+	return &snapshots{p: prov, dir: dir, ready: map[string]string{}, pending: map[string]bool{}, failed: map[string]time.Time{}, refused: map[string]bool{}, gone: map[string]bool{}}
 }
 
 // snapshotRetry is how long a failed build waits before it is tried again.
@@ -65,7 +67,7 @@ func (s *snapshots) get(k warmKey) string {
 	if d, ok := s.ready[k.id]; ok {
 		return d
 	}
-	if s.pending[k.id] || s.refused[k.id] || time.Since(s.failed[k.id]) < snapshotRetry {
+	if s.pending[k.id] || s.refused[k.id] || s.gone[k.img.Name] || time.Since(s.failed[k.id]) < snapshotRetry {
 		return ""
 	}
 	s.pending[k.id] = true
@@ -77,6 +79,9 @@ func (s *snapshots) get(k warmKey) string {
 		s.mu.Lock()
 		delete(s.pending, k.id)
 		switch {
+		case err == nil && s.gone[k.img.Name]:
+			// Forgotten while it was built.
+			os.RemoveAll(d)
 		case refused:
 			// Not retried: the same image and environment would make
 			// the same snapshot.
@@ -333,11 +338,34 @@ func hashFiles(dir string) (map[string]string, error) {
 }
 
 // prune removes snapshot directories no current key uses, and leftovers
-// of builds that did not finish.
+// of builds that did not finish. Templates' snapshots are kept (a key of
+// a template is known only once it is asked for; its snapshot is
+// verified against the key before use, and removed with the template:
+// forget, or the garbage collector for a template deleted while the node
+// was down).
 func (s *snapshots) prune(keep map[string]bool) {
 	entries, _ := os.ReadDir(s.dir)
 	for _, e := range entries {
-		if !keep[e.Name()] {
+		if !keep[e.Name()] && !strings.HasPrefix(e.Name(), airlock.TemplateImagePrefix) {
+			os.RemoveAll(filepath.Join(s.dir, e.Name()))
+		}
+	}
+}
+
+// forget removes every snapshot of the image named name and keeps any
+// from being built again.
+func (s *snapshots) forget(name string) {
+	s.mu.Lock()
+	s.gone[name] = true
+	for id, d := range s.ready {
+		if strings.HasPrefix(filepath.Base(d), name+"-") {
+			delete(s.ready, id)
+		}
+	}
+	s.mu.Unlock()
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), name+"-") {
 			os.RemoveAll(filepath.Join(s.dir, e.Name()))
 		}
 	}

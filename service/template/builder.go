@@ -31,6 +31,10 @@ type BuildResult struct {
 	Env     []string
 	Workdir string
 	User    string
+	// Layers are the digests ("sha256:...") of the layers the rootfs was
+	// unpacked from, as kept in the layer cache: the garbage collector
+	// removes cached layers no template lists.
+	Layers []string
 }
 
 // Builder fills rootfs (an empty directory the service made, inside the

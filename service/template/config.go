@@ -48,7 +48,11 @@ type Config struct {
 	// Concurrent bounds the builds running at once on the node; others
 	// wait (their status stays building).
 	Concurrent int
-	Logger     *slog.Logger
+	// Forget, if set, is called with a deleted template's image name
+	// (airlock.Template.ImageName): the node drops what it keeps ready
+	// of it (pool members, base snapshots).
+	Forget func(image string)
+	Logger *slog.Logger
 }
 
 // Validate checks c.

@@ -124,12 +124,14 @@ func (o *ociBuilder) build(ctx context.Context, req *BuildRequest, log io.Writer
 		return nil, err
 	}
 	defer u.Close()
+	var digests []string
 	for i, l := range layers {
 		path, cached, err := o.cache(ctx, l, req.MaxBytes)
 		if err != nil {
 			return nil, err
 		}
 		d, _ := l.Digest()
+		digests = append(digests, d.String())
 		how := "pulled"
 		if cached {
 			how = "cached"
@@ -140,7 +142,7 @@ func (o *ociBuilder) build(ctx context.Context, req *BuildRequest, log io.Writer
 		}
 	}
 	fmt.Fprintf(log, "unpacked %d files, %d bytes; %d device files dropped\n", u.files, u.bytes, u.dropped)
-	res := &BuildResult{Digest: digest.String(), Env: cf.Config.Env, Workdir: cf.Config.WorkingDir, User: cf.Config.User}
+	res := &BuildResult{Digest: digest.String(), Env: cf.Config.Env, Workdir: cf.Config.WorkingDir, User: cf.Config.User, Layers: digests}
 	return res, nil
 }
 

@@ -226,11 +226,7 @@ func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildRe
 		res = &BuildResult{}
 	}
 	h := sha256.Sum256([]byte(t.ID + "\x00" + res.Digest + "\x00" + fin.AgentSHA256 + "\x00" + image.RecipeVersion))
-	meta, _ := json.MarshalIndent(struct {
-		Template string          `json:"template_id"`
-		Digest   string          `json:"digest"`
-		Finished *image.Finished `json:"finished"`
-	}{t.ID, res.Digest, fin}, "", "  ")
+	meta, _ := json.MarshalIndent(templateMeta{Template: t.ID, Digest: res.Digest, Layers: res.Layers, Finished: fin}, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, "template.json"), meta, 0o644); err != nil {
 		return err
 	}
@@ -248,6 +244,17 @@ func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildRe
 		return err
 	}
 	return nil
+}
+
+// templateMeta is <template_id>/template.json.
+type templateMeta struct {
+	Template string `json:"template_id"`
+	Digest   string `json:"digest"`
+	// Layers are the cached layers the rootfs came from (absent in
+	// templates published before the field, and for sources without
+	// layers).
+	Layers   []string        `json:"layers,omitempty"`
+	Finished *image.Finished `json:"finished"`
 }
 
 // reasonOf is what a client is shown of a failed build.
@@ -340,6 +347,9 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant *airlock.Tenant, na
 		b.cancel()
 	}
 	s.mu.Unlock()
+	if s.cfg.Forget != nil {
+		s.cfg.Forget(t.ImageName())
+	}
 	s.removeRootfs(t.ID)
 	os.Remove(s.logPath(t.ID))
 	return nil

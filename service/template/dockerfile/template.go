@@ -67,8 +67,9 @@ func problemOf(err error) error {
 
 // TemplateBuilder is b as the template service's builder of Dockerfile
 // templates. resolveFrom finds FROM's image for a tenant: our images,
-// then the tenant's (or the operator's) templates.
-func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID, ref string) (*airlock.Image, error)) template.Builder {
+// the tenant's (or the operator's) templates, or a registry image, whose
+// pull it logs to log.
+func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID, ref string, log io.Writer) (*airlock.Image, error)) template.Builder {
 	return func(ctx context.Context, req *template.BuildRequest, log io.Writer, rootfs string) (*template.BuildResult, error) {
 		ctxDir := ""
 		if req.ContextPath != "" {
@@ -86,7 +87,9 @@ func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID
 		tenant := req.Template.TenantID
 		res, err := b.Build(ctx, Request{
 			Dockerfile: []byte(req.Request.Dockerfile), ContextDir: ctxDir, BuildArgs: req.Request.BuildArgs, Log: log,
-			ResolveFrom: func(ctx context.Context, ref string) (*airlock.Image, error) { return resolveFrom(ctx, tenant, ref) },
+			ResolveFrom: func(ctx context.Context, ref string) (*airlock.Image, error) {
+				return resolveFrom(ctx, tenant, ref, log)
+			},
 		})
 		var se *StepError
 		var le *LineError
