@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -61,7 +62,9 @@ func TestFleetPreview(t *testing.T) {
 	t.Logf("session %s is held by %s", sess.ID, bound.Node)
 
 	r = tf.call(n0, "POST", "/v1/sessions/"+sess.ID+"/exec",
-		`{"shell": "mkdir -p site && echo fleet-preview > site/hello.txt && cd site && setsid python3 -m http.server 8000 --bind 127.0.0.1 </dev/null >/dev/null 2>&1 &"}`)
+		// The server leaves the exec's process group (setsid -f); the exec
+		// returns once it listens.
+		`{"shell": "mkdir -p site && echo fleet-preview > site/hello.txt && cd site && setsid -f python3 -m http.server 8000 --bind 127.0.0.1 </dev/null >/dev/null 2>&1; until python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null; do sleep 0.1; done", "timeout_s": 60}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("start the server: %d %s", r.status, r.body)
 	}
@@ -95,8 +98,14 @@ func TestFleetPreview(t *testing.T) {
 	}
 	bearer := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
 	// The server is up when the holder serves it.
-	testreq.Eventually(t, 30*time.Second, "the server in the session listens", func() bool {
-		return get(n0, false, bearer(tf.key)).status == http.StatusOK
+	last := ""
+	testreq.Eventually(t, 30*time.Second, "the server in the session answers through n0", func() bool {
+		r := get(n0, false, bearer(tf.key))
+		if now := fmt.Sprintf("%d %.200s", r.status, r.body); r.status != http.StatusOK && now != last {
+			t.Logf("not yet: %s", now)
+			last = now
+		}
+		return r.status == http.StatusOK
 	})
 
 	var tok struct {
