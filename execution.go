@@ -100,9 +100,14 @@ type Execution struct {
 	EndedBy string `json:"ended_by,omitempty"`
 	// LimitsHit lists the limits the program reached, fatal or not
 	// (output past its cap, a full disk, a refused fork, ...).
-	LimitsHit []string   `json:"limits_hit,omitempty"`
-	Error     string     `json:"error,omitempty"` // set when Status is failed
-	Artifacts []Artifact `json:"artifacts"`
+	LimitsHit []string `json:"limits_hit,omitempty"`
+	// LastSample is the last reading of the run's resource use (taken
+	// every 250 ms while a one-shot program runs) before the limit in
+	// EndedBy ended it; nil when no limit ended it, or for a session's
+	// exec (the session's own samples are in its metrics).
+	LastSample *MetricSample `json:"last_sample,omitempty"`
+	Error      string        `json:"error,omitempty"` // set when Status is failed
+	Artifacts  []Artifact    `json:"artifacts"`
 	// ArtifactsTruncated is set when files were left out by the caps.
 	ArtifactsTruncated bool `json:"artifacts_truncated,omitempty"`
 	// StartSource says how the sandbox was obtained: StartPool,

@@ -59,7 +59,7 @@ func sdkDir(t *testing.T) string {
 // dependencies there with npm ci.
 func installSDK(t *testing.T, npm, dir string) {
 	t.Helper()
-	for _, f := range []string{"package.json", "package-lock.json", "smoke.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", "smoke.mjs", "gethost.mjs"} {
 		b, err := os.ReadFile(filepath.Join(sdkDir(t), f))
 		if err != nil {
 			t.Fatal(err)

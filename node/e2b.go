@@ -22,6 +22,11 @@ type E2BConfig struct {
 	// Templates map E2B template names to images, over
 	// e2b.DefaultTemplates.
 	Templates map[string]string
+	// Domain is the domain sandboxes are given, which E2B's SDKs build
+	// getHost(port) from ({port}-{sandboxID}.{domain}): the node sets it
+	// to --preview-domain when there is one, so that host is a preview
+	// URL; e2b.DefaultDomain when empty.
+	Domain string
 }
 
 // e2bStore is what the E2B routes keep and read: their sandbox records,
@@ -57,6 +62,7 @@ func newE2B(o E2BConfig, so SessionsConfig, stateDir string, sessions *session.M
 		MaxLifetime:       so.MaxLifetime,
 		MaxProcessTimeout: so.MaxExecTimeout,
 		NetworkAllow:      networkAllow,
+		Domain:            o.Domain,
 		Logger:            logger,
 	})
 }

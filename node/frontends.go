@@ -72,6 +72,15 @@ func (n *Node) listen(ctx context.Context) error {
 	if n.Webhooks != nil {
 		restCfg.Webhooks = n.Webhooks
 	}
+	if c.E2B.Enabled || c.E2B.Listen != "" {
+		// Made before the preview service, which takes its sandboxes'
+		// traffic tokens; E2B's getHost(port) names a preview URL.
+		o := c.E2B
+		o.Domain = c.Preview.Domain
+		if n.E2B, err = newE2B(o, c.Sessions, c.StateDir, n.Sessions, n.Store, c.Egress.allowFor, n.templateResolver(), n.logger); err != nil {
+			return err
+		}
+	}
 	if n.Sessions != nil {
 		maxBytes := c.Preview.MaxMiB << 20
 		if maxBytes == 0 {
@@ -80,6 +89,7 @@ func (n *Node) listen(ctx context.Context) error {
 		pv, err := preview.New(preview.Config{
 			Targets: n.Sessions, Keys: n.Store, SigningKey: signingKey, Domain: c.Preview.Domain,
 			MaxConns: c.Preview.MaxConns, MaxBytes: maxBytes, Audit: n.Store, Logger: n.logger,
+			SandboxTokens: sandboxTokens(n.E2B),
 		})
 		if err != nil {
 			return err
@@ -107,9 +117,6 @@ func (n *Node) listen(ctx context.Context) error {
 		return err
 	}
 	if c.E2B.Enabled || c.E2B.Listen != "" {
-		if n.E2B, err = newE2B(c.E2B, c.Sessions, c.StateDir, n.Sessions, n.Store, c.Egress.allowFor, n.templateResolver(), n.logger); err != nil {
-			return err
-		}
 		if c.E2B.Enabled {
 			n.Handler = n.E2B.Wrap(n.Handler)
 		}
@@ -214,4 +221,13 @@ func (n *Node) sessionService() (airlock.SessionService, error) {
 	}
 	n.Watch = w
 	return w, nil
+}
+
+// sandboxTokens are the E2B sandboxes' traffic tokens, which open their
+// preview URLs (getHost); none without the E2B API.
+func sandboxTokens(s *e2b.Server) preview.SandboxTokens {
+	if s == nil {
+		return nil
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -111,14 +112,14 @@ func (db *DB) FinishExecution(ctx context.Context, e *airlock.Execution) error {
 			stderr_truncated = $7, duration_ms = $8, peak_memory_mb = $9, timed_out = $10,
 			oom_killed = $11, had_network_attempt = $12, error = $13, artifacts_truncated = $14,
 			finished_at = $15, start_source = $16, phases = $17, backend = $18,
-			ended_by = $19, limits_hit = $20, accelerator = $21
-			WHERE exec_id = $22 AND tenant_id = $23 AND status = 'running'`,
+			ended_by = $19, limits_hit = $20, accelerator = $21, last_sample = $22
+			WHERE exec_id = $23 AND tenant_id = $24 AND status = 'running'`,
 			blocked, string(stored), e.ExitCode, db.text(e.Stdout), db.text(e.Stderr), e.StdoutTruncated,
 			e.StderrTruncated, e.DurationMS, e.PeakMemoryMB, e.TimedOut,
 			e.OOMKilled, e.HadNetworkAttempt, db.text(e.Error), e.ArtifactsTruncated, nanos(finished),
 			string(e.StartSource), db.encodePhases(e.Phases), e.Backend,
 			db.text(e.EndedBy), db.text(strings.Join(e.LimitsHit, ",")), db.text(e.Accelerator),
-			e.ID, e.TenantID)
+			encodeSample(e.LastSample), e.ID, e.TenantID)
 		if err != nil {
 			return err
 		}
@@ -161,24 +162,24 @@ const (
 	executionColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, stdout, stderr, stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, trace_id, accelerator`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, trace_id, accelerator, last_sample`
 	listColumns = `exec_id, tenant_id, session_id, agent_id, language, image, code_sha256,
 		status, exit_code, '', '', stdout_truncated, stderr_truncated, duration_ms,
 		peak_memory_mb, timed_out, oom_killed, had_network_attempt, error, artifacts_truncated,
-		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, trace_id, accelerator`
+		created_at, finished_at, start_source, phases, backend, findings, blocked, ended_by, limits_hit, trace_id, accelerator, last_sample`
 )
 
 func scanExecution(row scanner) (*airlock.Execution, error) {
 	var e airlock.Execution
 	var created int64
 	var finished *int64
-	var phases, findings, limitsHit string
+	var phases, findings, limitsHit, lastSample string
 	var blocked bool
 	err := row.Scan(&e.ID, &e.TenantID, &e.SessionID, &e.AgentID, &e.Language, &e.Image,
 		&e.CodeSHA256, &e.Status, &e.ExitCode, &e.Stdout, &e.Stderr, &e.StdoutTruncated,
 		&e.StderrTruncated, &e.DurationMS, &e.PeakMemoryMB, &e.TimedOut, &e.OOMKilled,
 		&e.HadNetworkAttempt, &e.Error, &e.ArtifactsTruncated, &created, &finished,
-		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit, &e.TraceID, &e.Accelerator)
+		&e.StartSource, &phases, &e.Backend, &findings, &blocked, &e.EndedBy, &limitsHit, &e.TraceID, &e.Accelerator, &lastSample)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +191,7 @@ func scanExecution(row scanner) (*airlock.Execution, error) {
 	if limitsHit != "" {
 		e.LimitsHit = strings.Split(limitsHit, ",")
 	}
+	e.LastSample = decodeSample(lastSample)
 	e.CreatedAt = fromNanos(created)
 	e.FinishedAt = fromNullNanos(finished)
 	return &e, nil
@@ -362,4 +364,29 @@ func (db *DB) ExecutionCounts(ctx context.Context, since time.Time) (map[string]
 		out[tenant] = c
 	}
 	return out, db.wrap(ctx, "count executions", rows.Err())
+}
+
+// encodeSample stores a run's last sample as JSON; "" for none.
+func encodeSample(m *airlock.MetricSample) string {
+	if m == nil {
+		return ""
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// decodeSample reads what encodeSample wrote; nil for none (or what does
+// not parse).
+func decodeSample(s string) *airlock.MetricSample {
+	if s == "" {
+		return nil
+	}
+	var m airlock.MetricSample
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return nil
+	}
+	return &m
 }

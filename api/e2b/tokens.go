@@ -49,3 +49,33 @@ func (s *Server) tokenKey(ctx context.Context, keyID, tenantID string) error {
 	}
 	return err
 }
+
+// HeaderTraffic carries a sandbox's trafficAccessToken.
+const HeaderTraffic = "E2B-Traffic-Access-Token"
+
+// TokenHeader is the header a sandbox's traffic token travels in to its
+// preview URLs (the host getHost(port) returns).
+func (s *Server) TokenHeader() string { return HeaderTraffic }
+
+// TokenTenant checks a sandbox's trafficAccessToken for a preview URL of
+// the sandbox: it must be the sandbox's, and the key it was issued to
+// must still work; the answer is that key's tenant (whose session the
+// preview service then looks up). Anything else is EUNAUTHORIZED.
+func (s *Server) TokenTenant(ctx context.Context, sandboxID, token string) (*airlock.Tenant, error) {
+	keyID, ok := s.validToken(purposeTraffic, sandboxID, token)
+	if !ok {
+		return nil, airlock.ErrUnauthorized
+	}
+	k, err := airlock.KeyByID(ctx, s.cfg.Tenants, keyID, s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	if k.TenantID == "" {
+		return nil, airlock.ErrUnauthorized
+	}
+	t, err := s.cfg.Tenants.TenantByID(ctx, k.TenantID)
+	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+		return nil, airlock.ErrUnauthorized
+	}
+	return t, err
+}

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -37,11 +38,26 @@ type Config struct {
 	// MaxBytes bounds the bytes one session's previews carry, both ways,
 	// over its life; DefaultMaxBytes if zero, no limit if negative.
 	MaxBytes int64
+	// SandboxTokens, when set, admits a sandbox-wide access token issued
+	// by another front end (E2B's trafficAccessToken, sent as
+	// E2B-Traffic-Access-Token); nil admits none.
+	SandboxTokens SandboxTokens
 	// Audit receives one entry per request (kind preview); nil keeps none.
 	Audit airlock.EgressStore
 	// Logger; slog.Default() if nil. Now; time.Now if nil.
 	Logger *slog.Logger
 	Now    func() time.Time
+}
+
+// SandboxTokens checks access tokens that open every port of one
+// sandbox, issued by another front end (E2B's trafficAccessToken).
+type SandboxTokens interface {
+	// TokenHeader is the request header the token travels in; it is
+	// removed before a request goes to the sandbox.
+	TokenHeader() string
+	// TokenTenant returns the tenant a token of the session was issued
+	// to, or EUNAUTHORIZED when it is not one (or its key was revoked).
+	TokenTenant(ctx context.Context, sessionID, token string) (*airlock.Tenant, error)
 }
 
 // Validate checks c.

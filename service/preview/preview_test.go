@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/agent/protocol"
 	"github.com/airlockhq/airlock/service/preview"
 )
 
@@ -36,6 +37,10 @@ type fakeSession struct {
 	tenant string
 	ports  map[int]string // port -> address
 	ended  chan struct{}
+	// paused: PreviewTarget answers session-paused, or with autoResume
+	// (and a tenant) resumes it and counts the resume.
+	paused, autoResume bool
+	resumes            int
 }
 
 func (f *fakeSessions) PreviewTarget(ctx context.Context, tenant *airlock.Tenant, id string) (*airlock.PreviewTarget, error) {
@@ -50,14 +55,23 @@ func (f *fakeSessions) PreviewTarget(ctx context.Context, tenant *airlock.Tenant
 		return nil, airlock.Problem(airlock.ECONFLICT, "session-ended", "session %s has ended", id)
 	default:
 	}
+	if s.paused {
+		// As the session manager: only a request for the owner resumes.
+		if tenant == nil || !s.autoResume {
+			return nil, airlock.Problem(airlock.ECONFLICT, "session-paused", "session %s is paused", id)
+		}
+		s.paused = false
+		s.resumes++
+	}
 	return &airlock.PreviewTarget{TenantID: s.tenant, SessionID: id, Ended: s.ended,
 		Dial: func(ctx context.Context, port int) (net.Conn, error) {
 			f.mu.Lock()
 			addr, ok := s.ports[port]
 			f.dials++
 			f.mu.Unlock()
-			if !ok {
-				return nil, airlock.Problem(airlock.EUNAVAILABLE, "preview-port-closed", "nothing listens on port %d", port)
+			if !ok || addr == "refused" {
+				// What the agent answers for a port nothing listens on.
+				return nil, &protocol.RemoteError{ErrorMessage: protocol.ErrorMessage{Code: "refused", Message: "connection refused"}}
 			}
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", addr)
@@ -176,7 +190,13 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*preview.Config)) *env {
 	t.Helper()
-	e := &env{t: t, fake: &fakeSessions{s: map[string]*fakeSession{}}, audit: &memAudit{},
+	return newEnvWith(t, &fakeSessions{s: map[string]*fakeSession{}}, mod)
+}
+
+// newEnvWith is newEnv over the given (empty) fake sessions.
+func newEnvWith(t *testing.T, fake *fakeSessions, mod func(*preview.Config)) *env {
+	t.Helper()
+	e := &env{t: t, fake: fake, audit: &memAudit{},
 		a: airlock.NewID(), b: airlock.NewID(), a2: airlock.NewID(), tenantA: &airlock.Tenant{ID: "ta"}}
 	e.fake.s[e.a] = &fakeSession{tenant: "ta", ports: map[int]string{8000: app(t, "a"), 3000: app(t, "a3000")}, ended: make(chan struct{})}
 	e.fake.s[e.b] = &fakeSession{tenant: "tb", ports: map[int]string{8000: app(t, "b")}, ended: make(chan struct{})}

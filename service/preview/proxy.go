@@ -39,6 +39,7 @@ type request struct {
 	down   *counter
 	st     *sessionState
 	err    error
+	cut    atomic.Bool // the session ended under the request
 }
 
 type requestKey struct{}
@@ -102,17 +103,22 @@ func (s *Service) newProxy() (*http.Transport, http.Handler) {
 				pr.Out.Header.Set("X-Forwarded-Prefix", rq.prefix)
 			}
 			strip(pr.Out)
+			if s.cfg.SandboxTokens != nil {
+				pr.Out.Header.Del(s.cfg.SandboxTokens.TokenHeader())
+			}
 		},
 		Transport:     tr,
 		FlushInterval: -1, // event streams and long bodies go out as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rq := r.Context().Value(requestKey{}).(*request)
 			rq.err = err
-			if r.Context().Err() != nil {
-				return // the client went away
-			}
 			var re *protocol.RemoteError
 			switch {
+			case rq.cut.Load():
+				writeProblem(w, airlock.Problem(airlock.ECONFLICT, "session-ended",
+					"session %s ended while this preview request was open", rq.sid))
+			case r.Context().Err() != nil:
+				return // the client went away
 			case errors.As(err, &re) && re.Code == "refused":
 				writeProblem(w, airlock.Problem(airlock.EUNAVAILABLE, "preview-port-closed",
 					"nothing listens on port %d in session %s", rq.port, rq.sid).RetryLater(time.Second))
@@ -256,12 +262,20 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, tenant *airlock.
 		return
 	}
 	how := ""
-	var t *airlock.PreviewTarget
 	var err error
 	switch {
 	case tenant != nil:
 		how = "key"
-		t, err = s.cfg.Targets.PreviewTarget(r.Context(), tenant, sid)
+	case s.sandboxToken(r) != "":
+		how = "sandbox-token"
+		if tenant, err = s.cfg.SandboxTokens.TokenTenant(r.Context(), sid, s.sandboxToken(r)); err != nil {
+			if airlock.ErrorCode(err) == airlock.EUNAUTHORIZED {
+				unauthorized(w, "the sandbox's access token ("+s.cfg.SandboxTokens.TokenHeader()+") is not valid for this session, or the key it was issued to was revoked")
+			} else {
+				writeProblem(w, err)
+			}
+			return
+		}
 	case s.tokenValid(r.Header.Get(HeaderToken), sid, port):
 		how = "token"
 	case s.cookieValid(r, sid, port):
@@ -276,8 +290,16 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, tenant *airlock.
 		}
 		return
 	}
-	if t == nil && err == nil {
-		t, err = s.cfg.Targets.PreviewTarget(r.Context(), nil, sid)
+	if tenant == nil {
+		// Admitted by a token, its cookie or a public port: the session's
+		// owner is whom the session is looked up (and resumed) for.
+		tenant, err = s.tenantOf(r.Context(), sid)
+	}
+	var t *airlock.PreviewTarget
+	if err == nil {
+		// A paused session whose lifecycle has auto_resume is resumed
+		// here (the request waits for it); without it, session-paused.
+		t, err = s.cfg.Targets.PreviewTarget(r.Context(), tenant, sid)
 	}
 	if err != nil {
 		writeProblem(w, err)
@@ -308,6 +330,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, tenant *airlock.
 		go func() {
 			select {
 			case <-t.Ended:
+				rq.cut.Store(true)
 				cancel()
 			case <-ctx.Done():
 			}
@@ -316,12 +339,47 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, tenant *airlock.
 	// Recorded even when the proxy aborts a response half sent.
 	defer func() {
 		verdict := airlock.VerdictAllowed
+		v := recover()
+		if v == http.ErrAbortHandler && rq.err == nil {
+			// Cut off after the answer began (the app closed mid-body,
+			// the session ended, the bytes ran out): nothing more can be
+			// said to the client than an incomplete body.
+			rq.err = errors.New("cut off mid-response")
+		}
 		if rq.err != nil {
 			verdict = airlock.VerdictFailed
 		}
 		s.record(t, r, rq, start, mw.statusCode(), how, verdict)
+		if v != nil {
+			panic(v)
+		}
 	}()
 	s.rp.ServeHTTP(mw, r.WithContext(ctx))
+}
+
+// sandboxToken is the request's sandbox-wide access token, if the node
+// takes them.
+func (s *Service) sandboxToken(r *http.Request) string {
+	if s.cfg.SandboxTokens == nil {
+		return ""
+	}
+	return r.Header.Get(s.cfg.SandboxTokens.TokenHeader())
+}
+
+// tenantOf is the owner of a session this node has admitted previews
+// to (by a token or a public port, which only its owner can set up).
+func (s *Service) tenantOf(ctx context.Context, sid string) (*airlock.Tenant, error) {
+	s.mu.Lock()
+	st := s.sessions[sid]
+	s.mu.Unlock()
+	if st == nil {
+		return nil, airlock.Problem(airlock.ENOTFOUND, "session-not-found", "no session %s", sid)
+	}
+	t, err := s.cfg.Keys.TenantByID(ctx, st.tenantID)
+	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+		return nil, airlock.Problem(airlock.ENOTFOUND, "session-not-found", "no session %s", sid)
+	}
+	return t, err
 }
 
 // cookieValid reports whether the request's preview cookie opens the port.

@@ -35,8 +35,10 @@ var _ airlock.PreviewService = (*Service)(nil)
 type sessionState struct {
 	tenantID string
 	ports    map[int]*portState
-	conns    int   // requests open now
-	bytes    int64 // carried both ways over the session's life
+	ended    <-chan struct{} // the Ended watched (the live sandbox's)
+	unwatch  chan struct{}   // closed when another Ended replaces it
+	conns    int             // requests open now
+	bytes    int64           // carried both ways over the session's life
 }
 
 type portState struct {
@@ -81,8 +83,10 @@ func (s *Service) Close() {
 // Domain is the preview domain, or "" when Host routing is off.
 func (s *Service) Domain() string { return s.cfg.Domain }
 
-// state returns the session's state, made (and dropped when the session
-// ends) if it is new. s.mu must not be held.
+// state returns the session's state, made if it is new. It is dropped
+// when the session ends; a session that was paused and resumed comes
+// back with a new Ended, watched in place of the old (its tokens and
+// public ports live on across the pause). s.mu must not be held.
 func (s *Service) state(t *airlock.PreviewTarget) *sessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,16 +94,24 @@ func (s *Service) state(t *airlock.PreviewTarget) *sessionState {
 	if st == nil {
 		st = &sessionState{tenantID: t.TenantID, ports: map[int]*portState{}}
 		s.sessions[t.SessionID] = st
-		if t.Ended != nil {
-			go func(id string, ended <-chan struct{}) {
-				<-ended
-				s.mu.Lock()
-				if s.sessions[id] == st {
-					delete(s.sessions, id)
-				}
-				s.mu.Unlock()
-			}(t.SessionID, t.Ended)
+	}
+	if t.Ended != nil && st.ended != t.Ended {
+		if st.unwatch != nil {
+			close(st.unwatch)
 		}
+		st.ended, st.unwatch = t.Ended, make(chan struct{})
+		go func(id string, ended <-chan struct{}, unwatch chan struct{}) {
+			select {
+			case <-ended:
+			case <-unwatch:
+				return
+			}
+			s.mu.Lock()
+			if s.sessions[id] == st && st.unwatch == unwatch {
+				delete(s.sessions, id)
+			}
+			s.mu.Unlock()
+		}(t.SessionID, t.Ended, st.unwatch)
 	}
 	return st
 }

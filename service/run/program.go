@@ -125,6 +125,12 @@ func (r *Runner) Run(ctx context.Context, e *airlock.Execution, job Job) (*airlo
 	}
 	pr.before = readStats(ctx, sb)
 	pr.triedBefore = airlock.NetworkAttempts(ctx, sb)
+	if e.SessionID == "" {
+		// A one-shot run's last sample before a limit ends it (a
+		// session's sandbox is sampled by its session).
+		pr.sampler = startSampler(sb, job.Limits.CPUs, sampleEvery)
+		defer pr.sampler.Stop()
+	}
 	if err := pr.execute(ctx); err != nil {
 		return e, err
 	}
@@ -142,6 +148,8 @@ type programRun struct {
 	stdout, stderr *capture
 	before         airlock.Stats
 	triedBefore    int64
+	sampler        *sampler // one-shot runs only
+	last           *airlock.MetricSample
 
 	start       time.Time // when the program started
 	status      protocol.ExitStatus
@@ -187,6 +195,9 @@ func (pr *programRun) execute(ctx context.Context) error {
 	}
 
 	pr.status, pr.waitErr, pr.how = r.wait(ctx, p, start, job)
+	if pr.sampler != nil {
+		pr.last = pr.sampler.Stop()
+	}
 	// The agent's connection ended under a running program: if the
 	// sandbox is ending too, its first process (the agent) died with it.
 	pr.sandboxGone = pr.waitErr != nil && pr.how == exited && r.endsSoon(ctx, sb)
@@ -201,6 +212,7 @@ func (pr *programRun) execute(ctx context.Context) error {
 		return ctx.Err()
 	case ownerEnded:
 		e.EndedBy = r.cfg.Watchdog.KilledBy(sb.ID())
+		pr.lastSample()
 		r.Fail(ctx, e, ErrEnded)
 		return ErrEnded
 	}
@@ -236,6 +248,7 @@ func (pr *programRun) conclude(ctx context.Context) error {
 	e.Stdout, e.StdoutTruncated = pr.stdout.result()
 	e.Stderr, e.StderrTruncated = pr.stderr.result()
 	r.classify(e, sb, pr.before, st, stErr, job.Limits)
+	pr.lastSample()
 	if job.Collect != nil {
 		if err := job.Collect(ctx, e); err != nil {
 			err = fmt.Errorf("collect artifacts: %w", err)
@@ -402,5 +415,12 @@ func (r *Runner) endsSoon(ctx context.Context, sb airlock.Sandbox) bool {
 		return false
 	case <-ctx.Done():
 		return ended(sb)
+	}
+}
+
+// lastSample puts the run's last sample in a record that a limit ended.
+func (pr *programRun) lastSample() {
+	if pr.e.EndedBy != "" && pr.e.EndedBy != airlock.EndedAgentKilled {
+		pr.e.LastSample = pr.last
 	}
 }

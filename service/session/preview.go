@@ -10,7 +10,9 @@ import (
 
 // PreviewTarget returns a live session this node holds: the tenant's,
 // or with a nil tenant anyone's (the preview service has decided who
-// may reach it). A session that is not held here, ended or not ready is
+// may reach it). With a tenant, a paused session whose lifecycle has
+// auto_resume is resumed first, as for an exec; without auto_resume it
+// is session-paused (409). A session that is not held here, ended or not ready is
 // a problem as for any call; a sandbox whose agent cannot reach ports is
 // 501 preview-unsupported.
 func (m *Manager) PreviewTarget(ctx context.Context, tenant *airlock.Tenant, id string) (*airlock.PreviewTarget, error) {
@@ -18,12 +20,15 @@ func (m *Manager) PreviewTarget(ctx context.Context, tenant *airlock.Tenant, id 
 	l := m.live[id]
 	m.mu.Unlock()
 	if l == nil {
-		if tenant != nil {
-			if _, err := m.lookup(ctx, tenant, id); err != nil {
-				return nil, err // ended, paused, not held: as for any call
-			}
+		if tenant == nil {
+			return nil, notFound(id)
 		}
-		return nil, notFound(id)
+		// Paused with auto_resume: resumed now, the request waits.
+		// Otherwise ended, paused, not held: as for any call.
+		var err error
+		if l, err = m.lookupLive(ctx, tenant, id); err != nil {
+			return nil, err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -210,8 +210,12 @@ func (m *Manager) CreatePTY(ctx context.Context, tenant *airlock.Tenant, id stri
 }
 
 // pty returns a terminal of the tenant's live session.
-func (m *Manager) pty(ctx context.Context, tenant *airlock.Tenant, id, ptyID string) (*PTY, error) {
-	l, err := m.lookup(ctx, tenant, id)
+func (m *Manager) pty(ctx context.Context, tenant *airlock.Tenant, id, ptyID string, resume bool) (*PTY, error) {
+	lookup := m.lookup
+	if resume {
+		lookup = m.lookupLive
+	}
+	l, err := lookup(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +235,12 @@ func (m *Manager) pty(ctx context.Context, tenant *airlock.Tenant, id, ptyID str
 }
 
 // AttachPTY attaches a client to a terminal of the tenant's session. Its
-// Output starts with the scrollback.
+// Output starts with the scrollback. A paused session whose lifecycle
+// has auto_resume is resumed first (without it: session-paused); its
+// terminals did not outlive the pause, so the attach then finds none
+// (pty-not-found) unless it names one made since.
 func (m *Manager) AttachPTY(ctx context.Context, tenant *airlock.Tenant, id, ptyID string) (airlock.PTYAttachment, error) {
-	t, err := m.pty(ctx, tenant, id, ptyID)
+	t, err := m.pty(ctx, tenant, id, ptyID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +262,7 @@ func (m *Manager) AttachPTY(ctx context.Context, tenant *airlock.Tenant, id, pty
 // DeletePTY ends a terminal: its program's process group is killed. It
 // returns once the terminal is gone (or ctx ends).
 func (m *Manager) DeletePTY(ctx context.Context, tenant *airlock.Tenant, id, ptyID string) error {
-	t, err := m.pty(ctx, tenant, id, ptyID)
+	t, err := m.pty(ctx, tenant, id, ptyID, false)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ func testExecutionLifecycle(t *testing.T, bk Backend) {
 	e.StdoutTruncated, e.StderrTruncated = false, true
 	e.DurationMS, e.PeakMemoryMB = 1234, 56
 	e.TimedOut, e.OOMKilled, e.HadNetworkAttempt, e.ArtifactsTruncated = true, true, true, true
+	e.EndedBy = airlock.LimitMemory
+	e.LastSample = &airlock.MetricSample{At: time.Date(2026, 12, 2, 8, 0, 0, 250e6, time.UTC), CPUPct: 97.5,
+		MemoryBytes: 500 << 20, DiskBytes: 4096, NetRxBytes: 1, NetTxBytes: 2}
 	e.Artifacts = []airlock.Artifact{
 		{Filename: "plot.png", SizeBytes: 10, ContentType: "image/png", SHA256: "p"},
 		{ID: "art-given", Filename: "a.csv", SizeBytes: 20, ContentType: "text/csv", SHA256: "a"},
