@@ -86,3 +86,15 @@ type EventStore interface {
 type EventSink interface {
 	RecordEvent(ctx context.Context, ev *Event) error
 }
+
+// PruneCount says how many rows a prune deleted.
+type PruneCount struct {
+	Events     int64 `json:"events"`
+	Deliveries int64 `json:"deliveries"`
+}
+
+// EventPruner deletes what is older than the retention: events and
+// webhook deliveries before a time.
+type EventPruner interface {
+	PruneEvents(ctx context.Context, before time.Time) (PruneCount, error)
+}

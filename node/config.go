@@ -171,7 +171,7 @@ func Defaults() Config {
 			DNSFlagged:  10,
 		},
 		Keep:     KeepConfig{SnapshotQuotaMiB: 10240, MaxPausedAge: 7 * 24 * time.Hour, PausedQuotaMiB: 20480, Generate: true},
-		Webhooks: WebhookConfig{MaxPerTenant: 10, Horizon: 24 * time.Hour},
+		Webhooks: WebhookConfig{MaxPerTenant: 10, Horizon: 24 * time.Hour, EventsRetention: 7 * 24 * time.Hour},
 		Store:    StoreConfig{URL: "sqlite"},
 		Fleet:    FleetConfig{LeaseTTL: fleet.DefaultLeaseTTL, K: fleet.DefaultK, Prefix: fleet.DefaultPrefix},
 	}

@@ -27,6 +27,7 @@ type Store interface {
 	airlock.AbuseStore
 	airlock.EventStore
 	airlock.WebhookStore
+	airlock.EventPruner
 	airlock.KeepStore
 	airlock.AuditStore
 	airlock.BrokerGrantStore

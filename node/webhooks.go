@@ -24,12 +24,20 @@ type WebhookConfig struct {
 	Horizon       time.Duration
 	// Interval is how often the delivery queue is polled (1 s if zero).
 	Interval time.Duration
+	// EventsRetention is how long events and webhook deliveries are
+	// kept (--events-retention).
+	EventsRetention time.Duration
 }
 
 // startWebhooks starts the webhook service when the node can seal their
 // secrets (it has a master key); without one /v1/webhooks answers 501.
 func (n *Node) startWebhooks(keep session.KeepConfig) error {
 	c := n.cfg.Webhooks
+	if c.EventsRetention <= 0 {
+		return fmt.Errorf("--events-retention must be positive")
+	}
+	pruner := startEventPruner(n.Store, c.EventsRetention, nil, n.logger.With("service", "events"))
+	n.onClose(pruner.close)
 	if keep.Keys == nil {
 		n.logger.Info("no master key: webhooks are off")
 		return nil

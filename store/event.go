@@ -9,6 +9,7 @@ import (
 	"database/sql"
 
 	"github.com/airlockhq/airlock"
+	"github.com/oklog/ulid/v2"
 )
 
 var _ airlock.EventStore = (*DB)(nil)
@@ -117,7 +118,16 @@ func (db *DB) ListEvents(ctx context.Context, f airlock.EventFilter) ([]*airlock
 			err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`,
 				f.After, f.TenantID).Scan(&after)
 			if errors.Is(err, sql.ErrNoRows) {
-				return airlock.Problem(airlock.EINVALID, "invalid-cursor", "unknown cursor %q", f.After)
+				pruned, perr := cursorPruned(ctx, tx, f.After)
+				if perr != nil {
+					return perr
+				}
+				if !pruned {
+					return airlock.Problem(airlock.EINVALID, "invalid-cursor", "unknown cursor %q", f.After)
+				}
+				// The cursor's event was pruned: read on from the
+				// oldest kept.
+				after = 0
 			} else if err != nil {
 				return err
 			}
@@ -152,4 +162,23 @@ func (db *DB) Event(ctx context.Context, id string) (*airlock.Event, error) {
 		return nil, airlock.Errorf(airlock.ENOTFOUND, "no event %s", id)
 	}
 	return ev, db.wrap(ctx, "event", err)
+}
+
+// cursorPruned reports whether cursor names an event that was pruned:
+// an event ID (a ULID, ordered by time) before the oldest event kept, of
+// any tenant, so that another tenant's kept event is not taken for one;
+// or any event ID when none is kept. Reading on from the oldest kept
+// shows the tenant only its own events either way.
+func cursorPruned(ctx context.Context, tx *sql.Tx, cursor string) (bool, error) {
+	if _, err := ulid.ParseStrict(cursor); err != nil {
+		return false, nil
+	}
+	var oldest string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM events ORDER BY seq LIMIT 1`).Scan(&oldest)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	return cursor < oldest, nil
 }

@@ -63,7 +63,9 @@ func tree() *command {
 
 		{name: "executions", aliases: []string{"execution"}, section: secRecords, summary: "list and show the tenant's executions", usage: executionsUsage, run: runExecutions, words: []string{"ls", "show"}},
 		{name: "usage", section: secRecords, summary: "the tenant's use of its quotas", usage: quotaUsageUsage, run: runQuotaUsage},
-		{name: "events", section: secRecords, summary: "the tenant's abuse events", usage: clientEventsUsage, run: runClientEvents},
+		{name: "events", section: secRecords, summary: "the tenant's session and abuse events (--follow to wait for more)", usage: clientEventsUsage, run: runClientEvents},
+		{name: "webhook", aliases: []string{"webhooks"}, section: secRecords, summary: "create, list and remove the tenant's webhooks (signed event deliveries)", usage: webhookUsage, run: runWebhook,
+			words: []string{"create", "ls", "rm", "deliveries"}},
 		{name: "keys", section: secRecords, summary: "list, create and revoke the tenant's own API keys", usage: keysUsage, run: runKeys, words: []string{"ls", "create", "revoke"}},
 
 		{name: "admin", section: secOps, summary: "tenants, keys, quotas, usage, events and audit over the admin API", usage: adminUsage, run: runAdmin,

@@ -120,7 +120,7 @@ func lsRow(out, name string, want ...string) bool {
 	return false
 }
 
-// A tenant with no events gets [] in JSON, never null: scripts iterate
+// A tenant with no abuse events gets [] in JSON, never null: scripts iterate
 // over it.
 func TestClientEventsEmptyIsList(t *testing.T) {
 	cliEnv(t)
@@ -133,7 +133,7 @@ func TestClientEventsEmptyIsList(t *testing.T) {
 		w.Write([]byte(`{"events":null}`))
 	}))
 	t.Cleanup(srv.Close)
-	out, errs, code := runCLI(t, runClientEvents, "", "--url", srv.URL, "--key", "alk_t", "-o", "json")
+	out, errs, code := runCLI(t, runClientEvents, "", "--url", srv.URL, "--key", "alk_t", "--all", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -106,8 +106,8 @@ func (f *flags) config() (node.Config, error) {
 		}
 		c.Webhooks.RetrySchedule = append(c.Webhooks.RetrySchedule, d)
 	}
-	if c.Webhooks.Horizon <= 0 || c.Webhooks.MaxPerTenant <= 0 {
-		return c, fmt.Errorf("--webhook-retry-for and --webhook-max-per-tenant must be positive")
+	if c.Webhooks.Horizon <= 0 || c.Webhooks.MaxPerTenant <= 0 || c.Webhooks.EventsRetention <= 0 {
+		return c, fmt.Errorf("--webhook-retry-for, --webhook-max-per-tenant and --events-retention must be positive")
 	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return c, fmt.Errorf("--log-format: want text or json, not %q", f.logFormat)
@@ -354,6 +354,7 @@ func (f *flags) registerKeep() {
 	r.boolean(&c.Webhooks.AllowPrivate, "webhook-allow-private", groupKeep, "let webhook deliveries reach private, loopback and link-local addresses (never the metadata address); by default only public addresses")
 	r.integer(&c.Webhooks.MaxPerTenant, "webhook-max-per-tenant", groupKeep, "webhooks one tenant may register")
 	r.duration(&c.Webhooks.Horizon, "webhook-retry-for", groupKeep, "how long a webhook delivery is retried before it is given up (failed)")
+	r.duration(&c.Webhooks.EventsRetention, "events-retention", groupKeep, "how long session events and webhook delivery records are kept before they are deleted (longer than --webhook-retry-for, or deliveries still being retried go with their events)")
 	r.strings(&f.webhookRetry, "webhook-retry-schedule", groupKeep, "comma-separated waits after each failed webhook try, the last repeating (default 10s,30s,1m,5m,15m,30m,1h,2h,4h)")
 }
 

@@ -25,6 +25,8 @@ type Manager struct {
 	wg       sync.WaitGroup
 
 	keep keepState // pauses and resumes (keep.go)
+
+	events eventQueue // lifecycle events waiting to be written (events.go)
 }
 
 var _ airlock.SessionService = (*Manager)(nil)
@@ -80,6 +82,7 @@ func New(cfg Config) (*Manager, error) {
 		live: map[string]*live{},
 		stop: make(chan struct{}),
 	}
+	m.startEvents()
 	m.wg.Add(1)
 	go m.reaper()
 	if cfg.Metrics != nil {
@@ -119,9 +122,11 @@ func (m *Manager) shutdown() []*live {
 // shutdown). New requests are refused from the start of Close.
 func (m *Manager) Close(ctx context.Context) error {
 	all := m.shutdown()
-	return m.each(all, func(l *live) error {
+	err := m.each(all, func(l *live) error {
 		return m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down")
 	})
+	m.flushEvents(ctx)
+	return err
 }
 
 // Detach stops the reaper and lets go of every live session without
@@ -133,6 +138,7 @@ func (m *Manager) Close(ctx context.Context) error {
 // shutdown). New requests are refused from the start of Detach.
 func (m *Manager) Detach(ctx context.Context) error {
 	all := m.shutdown()
+	defer m.flushEvents(ctx)
 	return m.each(all, func(l *live) error {
 		l.mu.Lock()
 		state := l.rec.State

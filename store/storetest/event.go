@@ -193,3 +193,64 @@ func testSessionLifecycleStored(t *testing.T, bk Backend) {
 		t.Errorf("pause bytes: %+v %v", got, err)
 	}
 }
+
+// Events and webhook deliveries older than the retention are pruned; a
+// reader whose cursor was pruned reads on from the oldest kept.
+func testPruneEvents(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	db := bk.fresh(t)
+	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
+	hook := &airlock.Webhook{TenantID: a.ID, URL: "https://example.com/all", SealedSecret: []byte{1}, KeyID: "k"}
+	if err := db.CreateWebhook(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*airlock.Event
+	for _, typ := range []string{airlock.EventSessionCreated, airlock.EventSessionEnded, airlock.EventSessionCreated} {
+		ev := &airlock.Event{Type: typ, TenantID: a.ID, SessionID: "s1"}
+		if err := db.RecordEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	other := &airlock.Event{Type: airlock.EventSessionCreated, TenantID: b.ID, SessionID: "sb"}
+	if err := db.RecordEvent(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	// The clock moves on every reading: the third event and its delivery
+	// are newer than the first two.
+	n, err := db.PruneEvents(ctx, evs[2].At)
+	if err != nil || n.Events != 2 || n.Deliveries != 2 {
+		t.Fatalf("prune: %+v %v, want 2 events and 2 deliveries", n, err)
+	}
+	if n, err := db.PruneEvents(ctx, evs[2].At); err != nil || n.Events != 0 || n.Deliveries != 0 {
+		t.Fatalf("prune again: %+v %v, want nothing", n, err)
+	}
+	kept, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID})
+	if err != nil || len(kept) != 1 || kept[0].ID != evs[2].ID {
+		t.Fatalf("kept: %+v %v", kept, err)
+	}
+	ds, err := db.ListDeliveries(ctx, a.ID, hook.ID, "", 10)
+	if err != nil || len(ds) != 1 || ds[0].EventID != evs[2].ID {
+		t.Fatalf("deliveries kept: %+v %v", ds, err)
+	}
+	if _, err := db.Event(ctx, evs[0].ID); airlock.ErrorCode(err) != airlock.ENOTFOUND {
+		t.Errorf("a pruned event: %v", err)
+	}
+	// A cursor whose event was pruned reads on from the oldest kept.
+	after, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: evs[0].ID})
+	if err != nil || len(after) != 1 || after[0].ID != evs[2].ID {
+		t.Fatalf("after a pruned cursor: %+v %v", after, err)
+	}
+	// Another tenant's kept event, and what is no event ID, stay refused.
+	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: other.ID})
+	wantCode(t, "another tenant's cursor", err, airlock.EINVALID)
+	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: "nope"})
+	wantCode(t, "no event ID", err, airlock.EINVALID)
+	// Everything goes: a well-formed cursor then reads from the start.
+	if n, err := db.PruneEvents(ctx, time.Now().Add(time.Hour*24*365*10)); err != nil || n.Events != 2 || n.Deliveries != 1 {
+		t.Fatalf("prune all: %+v %v", n, err)
+	}
+	if after, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: evs[2].ID}); err != nil || len(after) != 0 {
+		t.Fatalf("after everything was pruned: %+v %v", after, err)
+	}
+}

@@ -20,6 +20,7 @@ type Store interface {
 	airlock.AbuseStore
 	airlock.EventStore
 	airlock.WebhookStore
+	airlock.EventPruner
 	airlock.KeepStore
 	airlock.ExecutionCounter
 	airlock.AuditStore
@@ -108,6 +109,7 @@ var tests = []struct {
 	{"NodeScopedRecords", testNodeScopedRecords},
 	{"EventFeed", testEventFeed},
 	{"WebhookQueue", testWebhookQueue},
+	{"PruneEvents", testPruneEvents},
 	{"SessionLifecycleStored", testSessionLifecycleStored},
 	{"SessionSamples", testSessionSamples},
 	{"Templates", testTemplates},

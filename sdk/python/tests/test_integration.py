@@ -150,6 +150,49 @@ class ServerTest(unittest.TestCase):
         self.assertIsNotNone(u.quota("sessions"))
         self.assertIsInstance(list(self.al.iter_events()), list)
 
+    def test_events_and_webhooks(self):
+        # The cursor to read on from: the newest event before this test.
+        cursor = ""
+        for ev in self.al.events():
+            cursor = ev.id
+        with self.al.session(image="base", timeout_s=300) as s:
+            sid = s.id
+        # The session's events are written soon after its calls answer:
+        # read the feed until both are there.
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            for ev in self.al.events(cursor=cursor, limit=2):
+                cursor = ev.id
+                if ev.session_id == sid:
+                    seen.append(ev.type)
+            if "session.ended" in seen:
+                break
+            time.sleep(0.2)  # polling a condition
+        self.assertEqual(seen, ["session.created", "session.ended"])
+
+        hook = self.al.create_webhook("https://hooks.example.com/airlock", events=["session.ended"])
+        self.assertTrue(hook.secret.startswith("whsec_"), hook)
+        self.assertEqual(hook.events, ["session.ended"])
+        listed = [w for w in self.al.webhooks() if w.id == hook.id]
+        self.assertEqual(len(listed), 1)
+        self.assertEqual(listed[0].secret, "")
+        with self.assertRaises(airlock.BadRequest):
+            self.al.create_webhook("ftp://example.com/x")
+        if OTHER:
+            other = airlock.Airlock(URL, OTHER)
+            self.assertEqual([w for w in other.webhooks() if w.id == hook.id], [])
+            with self.assertRaises(airlock.NotFound):
+                other.delete_webhook(hook.id)
+            with self.assertRaises(airlock.BadRequest):
+                list(other.events(cursor=cursor))
+        self.assertEqual(self.al.webhook_deliveries(hook.id), [])
+        self.al.delete_webhook(hook.id)
+        with self.assertRaises(airlock.NotFound):
+            self.al.delete_webhook(hook.id)
+        with self.assertRaises(airlock.Unauthorized):
+            list(airlock.Airlock(URL, "alk_notakey").events())
+
     def test_retry_after_with_a_real_quota(self):
         first = self.al.session(image="base")
         waits = []

@@ -51,6 +51,23 @@ class PagingTest(StubTest):
         self.assertIn("limit=2", Stub.seen[-1][1])
         self.assertIn("before=c2", Stub.seen[-1][1])
 
+    def test_event_feed_reads_pages_oldest_first(self):
+        def feed(req, body):
+            m = re.search(r"[?&]cursor=([^&]*)", req.path)
+            cur = m.group(1) if m else None
+            pages = {"": ([{"id": "a", "type": "session.created", "session_id": "s1"},
+                           {"id": "b", "type": "session.paused", "session_id": "s1", "reason": "idle"}], "b"),
+                     "b": ([{"id": "c", "type": "session.ended", "session_id": "s1"}], "c"),
+                     "c": ([], "c")}
+            items, nxt = pages[cur]
+            reply(200, {"events": items, "next_cursor": nxt})(req, body)
+        Stub.routes[("GET", "/v1/events")] = feed
+        evs = list(self.al.events(limit=2))
+        self.assertEqual([e.id for e in evs], ["a", "b", "c"])
+        self.assertEqual(evs[1].reason, "idle")
+        self.assertEqual([e.id for e in self.al.events(cursor="b", limit=2)], ["c"])
+        self.assertIn("cursor=", Stub.seen[0][1])
+
     def test_iter_stops_on_a_repeated_cursor(self):
         Stub.routes[("GET", "/v1/sessions")] = paged("sessions", {
             "": ([SESSION], "loop"), "loop": ([SESSION], "loop"),
@@ -68,7 +85,7 @@ class PagingTest(StubTest):
             {"quota": "sessions", "limit": 3, "used": 1, "remaining": 2}]})
         (sn,) = self.al.iter_snapshots()
         self.assertEqual((sn.snapshot_id, sn.size_bytes), ("sn1", 42))
-        (ev,) = self.al.iter_events()
+        (ev,) = self.al.iter_abuse_events()
         self.assertEqual((ev.event_id, ev.detector, ev.at), ("ev1", "miner", "t"))
         u = self.al.usage()
         self.assertEqual(u.quota("sessions").remaining, 2)

@@ -10,13 +10,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import sse
 from ._version import __version__
 from .errors import AirlockError, TooLarge, TransportError, from_problem
-from .models import (AbuseEvent, Artifact, CellResult, CodeContext, EgressEvent, Execution, FileEntry,
-                     SessionInfo, Snapshot, Usage, Volume)
+from .models import (AbuseEvent, Artifact, CellResult, CodeContext, EgressEvent, Event, Execution, FileEntry,
+                     SessionInfo, Snapshot, Usage, Volume, Webhook, WebhookDelivery)
 
 __all__ = ["Airlock", "Session", "Files", "Context", "Page"]
 
@@ -274,13 +275,18 @@ class Airlock:
         """The tenant's quotas and what is used of them now."""
         return Usage.from_json(self._json("GET", "v1/usage"))
 
-    def events(self, limit: int = 50, before: Optional[str] = None) -> "Page[AbuseEvent]":
-        """One page of the tenant's abuse events, newest first."""
+    def abuse_events(self, limit: int = 50, before: Optional[str] = None) -> "Page[AbuseEvent]":
+        """One page of the tenant's abuse events, newest first (what
+        ``events(limit, before)`` was before the event feed)."""
         return self._page("v1/events", "events", {"limit": limit, "before": before}, AbuseEvent.from_json)
 
-    def iter_events(self, page_size: int = 100) -> Iterator[AbuseEvent]:
+    def iter_abuse_events(self, page_size: int = 100) -> Iterator[AbuseEvent]:
         """Every abuse event of the tenant, newest first."""
-        return self._iter(lambda cur: self.events(page_size, cur))
+        return self._iter(lambda cur: self.abuse_events(page_size, cur))
+
+    def iter_events(self, page_size: int = 100) -> Iterator[AbuseEvent]:
+        """Deprecated: ``iter_abuse_events``."""
+        return self.iter_abuse_events(page_size)
 
     # ---- snapshots ----
 
@@ -323,6 +329,63 @@ class Airlock:
         it mounted)."""
         with self._request("DELETE", "v1/volumes/" + _seg(name)):
             pass
+
+    # ---- events and webhooks ----
+
+    def events(self, cursor: Any = "", before: Optional[str] = None, *, limit: int = 50,
+               follow: bool = False, poll: float = 2.0) -> Any:
+        """The tenant's events, oldest first, after ``cursor`` (``""``: the
+        oldest kept). The iterator reads page after page to the newest;
+        with ``follow`` it then waits for new ones (asking every ``poll``
+        seconds) for ever. Keep the last event's ``id`` to read on from
+        it later (``events(cursor=ev.id)``).
+
+        The old call ``events(limit, before)`` (an int first, or
+        ``before``) still answers a page of abuse events, newest first:
+        use ``abuse_events`` for that."""
+        if isinstance(cursor, int) or before is not None:
+            warnings.warn("events(limit, before) is deprecated: use abuse_events", DeprecationWarning, stacklevel=2)
+            return self.abuse_events(cursor if isinstance(cursor, int) else 50, before)
+        return self._feed(str(cursor), limit, follow, poll)
+
+    def _feed(self, cursor: str, limit: int, follow: bool, poll: float) -> Iterator[Event]:
+        while True:
+            d = self._json("GET", "v1/events", query={"cursor": cursor, "limit": limit})
+            evs = [Event.from_json(x) for x in d.get("events") or [] if isinstance(x, dict)]
+            for ev in evs:
+                yield ev
+            nxt = d.get("next_cursor")
+            if isinstance(nxt, str) and nxt:
+                cursor = nxt
+            if len(evs) >= limit:
+                continue
+            if not follow:
+                return
+            time.sleep(poll)
+
+    def create_webhook(self, url: str, events: Optional[Sequence[str]] = None) -> Webhook:
+        """Registers ``url`` for the tenant's events of the given types
+        (none: every type). The answer's ``secret`` signs the deliveries
+        and is shown this once."""
+        body: Dict[str, Any] = {"url": url}
+        if events:
+            body["events"] = list(events)
+        return Webhook.from_json(self._json("POST", "v1/webhooks", json_body=body))
+
+    def webhooks(self) -> List[Webhook]:
+        """The tenant's webhooks, oldest first, without their secrets."""
+        d = self._json("GET", "v1/webhooks")
+        return [Webhook.from_json(x) for x in d.get("webhooks") or [] if isinstance(x, dict)]
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Removes a webhook and its pending deliveries."""
+        with self._request("DELETE", "v1/webhooks/" + _seg(webhook_id)):
+            pass
+
+    def webhook_deliveries(self, webhook_id: str, limit: int = 50) -> List[WebhookDelivery]:
+        """A webhook's delivery log, newest first."""
+        d = self._json("GET", "v1/webhooks/" + _seg(webhook_id) + "/deliveries", query={"limit": limit})
+        return [WebhookDelivery.from_json(x) for x in d.get("deliveries") or [] if isinstance(x, dict)]
 
     # ---- paging ----
 

@@ -309,3 +309,63 @@ class CodeContext:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "CodeContext":
         return cls(_s(d, "context_id"), _s(d, "language"), _s(d, "state"), _i(d, "runs"), d)
+
+
+@dataclass
+class Event:
+    """One thing that happened to a tenant's session (``session.created``,
+    ``session.paused``, ``session.resumed``, ``session.ended``,
+    ``session.abuse_killed``) or an abuse decision (``abuse.detected``).
+    ``id`` is stable and is the cursor to read on from."""
+    id: str
+    type: str
+    session_id: str
+    at: str
+    reason: str
+    detail: str
+    data: Dict[str, Any]
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Event":
+        data = d.get("data")
+        return cls(_s(d, "id"), _s(d, "type"), _s(d, "session_id"), _s(d, "at"), _s(d, "reason"),
+                   _s(d, "detail"), data if isinstance(data, dict) else {}, d)
+
+
+@dataclass
+class Webhook:
+    """A URL that receives the tenant's events, signed with ``secret``
+    (set only in the answer to ``create_webhook``: it is shown once)."""
+    id: str
+    url: str
+    events: List[str]
+    created_at: str
+    secret: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Webhook":
+        evs = d.get("events")
+        return cls(_s(d, "webhook_id"), _s(d, "url"),
+                   [e for e in evs if isinstance(e, str)] if isinstance(evs, list) else [],
+                   _s(d, "created_at"), _s(d, "secret"), d)
+
+
+@dataclass
+class WebhookDelivery:
+    """The sending of one event to one webhook: ``state`` is ``pending``,
+    ``delivered`` or ``failed``."""
+    id: str
+    event_id: str
+    event_type: str
+    state: str
+    attempts: int
+    last_status: int
+    last_error: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "WebhookDelivery":
+        return cls(_s(d, "delivery_id"), _s(d, "event_id"), _s(d, "event_type"), _s(d, "state"),
+                   _i(d, "attempts"), _i(d, "last_status"), _s(d, "last_error"), d)
