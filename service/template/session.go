@@ -168,7 +168,11 @@ func linkTree(ctx context.Context, src, dst string) error {
 		rel, _ := filepath.Rel(src, p)
 		target := filepath.Join(dst, rel)
 		if !d.IsDir() {
-			return os.Link(p, target)
+			err := os.Link(p, target)
+			if errors.Is(err, syscall.EXDEV) {
+				return copyEntry(p, target)
+			}
+			return err
 		}
 		fi, err := os.Lstat(p)
 		if err != nil {
@@ -183,6 +187,50 @@ func linkTree(ctx context.Context, src, dst string) error {
 		}
 		return os.Chmod(target, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
 	})
+}
+
+// copyEntry copies a file or a symbolic link (when src and dst are on
+// different filesystems); anything else is left out.
+func copyEntry(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		to, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(to, dst); err != nil {
+			return err
+		}
+	case fi.Mode().IsRegular():
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		return os.Chmod(dst, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	default:
+		return nil
+	}
+	return os.Lchown(dst, int(st.Uid), int(st.Gid))
 }
 
 // unshareFile replaces the regular file rel of rootfs by a copy of its
