@@ -31,6 +31,10 @@ type Image struct {
 	// the sandbox is handed out or its base snapshot taken.
 	StartCmd string `json:"start_cmd,omitempty"`
 	ReadyCmd string `json:"ready_cmd,omitempty"`
+	// MemorySnapshotID, on the image of a template made from a session
+	// with its memory, is the memory snapshot sessions from the template
+	// are restored from (one-shot runs use Rootfs alone).
+	MemorySnapshotID string `json:"memory_snapshot_id,omitempty"`
 }
 
 // ImageResolver finds a built image by name.

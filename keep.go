@@ -144,6 +144,10 @@ type KeepService interface {
 	PauseSession(ctx context.Context, tenant *Tenant, id string) (*Session, error)
 	ResumeSession(ctx context.Context, tenant *Tenant, id string) (*Session, error)
 	ForkSession(ctx context.Context, tenant *Tenant, id string, req ForkRequest) (*ForkResult, error)
+	// TemplateFromSession makes a template, private to the tenant, of the
+	// session's filesystem (and with IncludeMemory its memory); the
+	// template is returned building and the session goes on.
+	TemplateFromSession(ctx context.Context, tenant *Tenant, id string, req SessionTemplateRequest) (*Template, error)
 }
 
 // Pauser is implemented by backends that can pause: a running sandbox is saved to a directory on this node (its memory and

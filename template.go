@@ -64,6 +64,11 @@ type Template struct {
 	ContextID string `json:"context_id,omitempty"`
 	// SessionID is the session a template was made from.
 	SessionID string `json:"session_id,omitempty"`
+	// MemorySnapshotID is the memory snapshot a template from a session
+	// made with include_memory holds: every session started from the
+	// template is restored from it (and reseeded). One-shot runs use the
+	// template's filesystem only.
+	MemorySnapshotID string `json:"memory_snapshot_id,omitempty"`
 	// Digest is the source image's manifest digest (sha256:...).
 	Digest string `json:"digest,omitempty"`
 	// ImageHash names the built rootfs (sha256 of its layers' digests,
@@ -175,6 +180,20 @@ func (r *CreateTemplateRequest) Validate() error {
 		return Problem(EINVALID, "invalid-image-reference", "from_image is not an image reference")
 	}
 	return nil
+}
+
+// SessionTemplateRequest is the body of POST /v1/sessions/{id}/template:
+// the session's filesystem (and, with IncludeMemory, its processes and
+// code contexts) becomes a template of that name, private to the
+// session's tenant.
+type SessionTemplateRequest struct {
+	Name          string `json:"name"`
+	IncludeMemory bool   `json:"include_memory,omitempty"`
+}
+
+// Validate checks the request's name.
+func (r *SessionTemplateRequest) Validate() error {
+	return ValidateTemplateName(r.Name)
 }
 
 // TemplateContext is an uploaded tar (a build context, an OCI layout or

@@ -94,3 +94,18 @@ func (c *Client) ForkSession(ctx context.Context, id string, req airlock.ForkReq
 	}
 	return &r, nil
 }
+
+// SessionTemplate makes a template, private to the tenant, of the
+// session's filesystem (and with IncludeMemory its memory); it is
+// returned building: poll Template (or stream TemplateLogs) until it is
+// ready or failed.
+func (c *Client) SessionTemplate(ctx context.Context, id string, req airlock.SessionTemplateRequest) (*airlock.Template, error) {
+	if err := needID("session", id); err != nil {
+		return nil, err
+	}
+	var t airlock.Template
+	if _, err := c.call(ctx, http.MethodPost, sessionPath(id, "template"), nil, req, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}

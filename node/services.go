@@ -69,6 +69,11 @@ func (n *Node) startServices(ctx context.Context) error {
 		return err
 	}
 	n.Sessions, err = newSessions(c.Sessions, keep, n.Store, n.Provisioner, n.Runner, n.resolver(), n.Store, n.egress, n.egressLog, n.templateResolver(), n.Volumes, n.parts.session, n.logger)
+	if err == nil && n.Templates != nil {
+		// Deleting a template made from a session with its memory deletes
+		// its memory snapshot.
+		n.Templates.OnDeleteMemory(n.Sessions.DeleteSnapshot)
+	}
 	return err
 }
 

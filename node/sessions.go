@@ -43,6 +43,9 @@ func newSessions(o SessionsConfig, keep session.KeepConfig, events airlock.Event
 		Logger:         logger,
 		SampleInterval: o.SampleInterval,
 	}
+	if st, ok := templates.(session.SessionTemplates); ok {
+		cfg.SessionTemplates = st
+	}
 	if ms, ok := store.(airlock.SessionMetricsStore); ok {
 		cfg.Metrics = ms
 	}

@@ -158,3 +158,24 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, r, http.StatusCreated, res)
 }
+
+// sessionTemplate makes a template of a session's filesystem (and with
+// include_memory its memory): POST /v1/sessions/{id}/template. 202 with
+// the template, building, as GET /v1/templates/{name} shows it.
+func (s *Server) sessionTemplate(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.keep(w, r)
+	if !ok {
+		return
+	}
+	var req airlock.SessionTemplateRequest
+	if !s.decodeBody(w, r, &req) {
+		return
+	}
+	t, err := k.TemplateFromSession(r.Context(), TenantFrom(r.Context()), r.PathValue("id"), req)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/templates/"+url.PathEscape(t.Name))
+	s.writeJSON(w, r, http.StatusAccepted, t)
+}

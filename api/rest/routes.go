@@ -89,6 +89,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/sessions/{id}/pause", (*Server).pauseSession, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/resume", (*Server).resumeSession, authBearer},
 	{http.MethodPost, "/v1/sessions/{id}/fork", (*Server).forkSession, authBearer},
+	{http.MethodPost, "/v1/sessions/{id}/template", (*Server).sessionTemplate, authBearer},
 	// Preview URLs (preview.go): the tenant's key, a preview token or a
 	// public port opens a port; the service decides.
 	{http.MethodGet, "/v1/sessions/{id}/ports/{port}", (*Server).getPreviewPort, authBearer},

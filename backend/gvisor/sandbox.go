@@ -110,6 +110,9 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		if err := makeDiskDirs(workspace, tmp); err != nil {
 			return err
 		}
+		if err := seedWorkspace(ctx, spec.Image, workspace, spec.Limits.DiskBytes); err != nil {
+			return err
+		}
 	}
 
 	if err := volumeMountPoints(spec, workspace, tmp); err != nil {

@@ -22,6 +22,8 @@ const sessionUsage = `usage:
   airlock session rm SESSION...
   airlock session pause|resume SESSION, fork SESSION [--count N] [--memory]
                          (see 'airlock snapshot help')
+  airlock session template SESSION --name NAME [--include-memory] [--wait]
+                         [-o json|table]
 
 Manages sessions: sandboxes kept for many calls (airlock exec, cp, repl)
 until their timeout, their idle timeout or rm.
@@ -35,6 +37,11 @@ until their timeout, their idle timeout or rm.
           limit, memory, disk, network totals), oldest first; --start and
           --end (RFC 3339, e.g. 2026-01-02T15:04:05Z) select a range
   rm      destroys sessions and everything in them
+  template makes a template of the tenant's from a running session: its
+          workspace on its image (and with --include-memory its processes
+          and code contexts, restored and reseeded in every session from
+          the template); prints the template's name once it is recorded
+          (--wait: follows the build log until it is ready or failed)
 
 flags:
   --image NAME            image (default: the server's, python-ds)
@@ -72,6 +79,8 @@ func runSession(ctx context.Context, args []string, std stdio) error {
 		return runSessionRemove(ctx, args[1:], std)
 	case "pause", "resume", "fork": // snapshot.go
 		return runSessionKeep(ctx, args[0], args[1:], std)
+	case "template": // session_template.go
+		return runSessionTemplate(ctx, args[1:], std)
 	case "-h", "--help", "help":
 		fmt.Fprint(std.err, sessionUsage)
 		return nil

@@ -2,21 +2,29 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
 )
 
 const templateUsage = `usage:
+  airlock template build [-f Dockerfile] DIR --name NAME [--start-cmd CMD]
+                         [--ready-cmd CMD] [--build-arg KEY=VALUE]... [-o json|table]
   airlock template import REF --name NAME [--username USER] [--wait] [-o json|table]
   airlock template ls [-o json|table]
   airlock template show NAME [-o json|table]
   airlock template logs NAME
   airlock template rm NAME...
 
-A template is an image a tenant brings: import pulls REF
+A template is an image a tenant brings: build sends DIR as the build
+context and builds the Dockerfile (DIR/Dockerfile unless -f names
+another) on the server, following the build log on stderr until the
+build ends; a failed build prints the failing line and exits non-zero.
+import pulls REF
 (host:port/repo:tag) from a registry and adds Airlock's agent and
 hardening; the build runs on the server (status building, then ready or
 failed). Then run from it with "template": NAME on /v1/execute and
@@ -25,21 +33,28 @@ AIRLOCK_REGISTRY_PASSWORD environment variable; it is used for this pull
 only and never stored. With --wait, import follows the build log and
 exits non-zero if the build fails.
 
+A session becomes a template with 'airlock session template SESSION
+--name NAME [--include-memory]'.
+
 flags:
-  -o, --output FORMAT     table or json; import prints only the name without it
+  -f FILE                 the Dockerfile (build; default DIR/Dockerfile)
+  --start-cmd CMD         a process started in every sandbox of the template
+  --ready-cmd CMD         run until it succeeds before a sandbox is handed out
+  --build-arg KEY=VALUE   a Dockerfile ARG's value; repeatable
+  -o, --output FORMAT     table or json; build and import print only the name without it
   --url URL, --key KEY, --profile NAME
                           server, API key and profile (see airlock login)
 `
 
 func runTemplate(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		return errUsage("template", "want a subcommand: import, ls, show, logs or rm")
+		return errUsage("template", "want a subcommand: build, import, ls, show, logs or rm")
 	}
 	verb := args[0]
 	switch verb {
-	case "import", "ls", "list", "show", "get", "logs", "rm", "delete":
+	case "build", "import", "ls", "list", "show", "get", "logs", "rm", "delete":
 	default:
-		return errUsage("template", "unknown subcommand %q (want import, ls, show, logs or rm)", verb)
+		return errUsage("template", "unknown subcommand %q (want build, import, ls, show, logs or rm)", verb)
 	}
 	fs := newFlagSet("template "+verb, templateUsage, std.err)
 	var srv serverFlags
@@ -49,6 +64,11 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 	name := fs.String("name", "", "")
 	user := fs.String("username", "", "")
 	wait := fs.Bool("wait", false, "")
+	file := fs.String("f", "", "")
+	startCmd := fs.String("start-cmd", "", "")
+	readyCmd := fs.String("ready-cmd", "", "")
+	bargs := buildArgs{}
+	fs.Var(bargs, "build-arg", "")
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
 		return flagErr(err)
@@ -59,6 +79,33 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 	}
 	fail := func(err error) error { return apiFailed(std, err, &srv) }
 	switch verb {
+	case "build":
+		if len(pos) != 1 || *name == "" {
+			return errUsage("template build", "%v", errBuildNoDir)
+		}
+		req := airlock.CreateTemplateRequest{Name: *name, StartCmd: *startCmd, ReadyCmd: *readyCmd}
+		if len(bargs) > 0 {
+			req.BuildArgs = bargs
+		}
+		t, err := runTemplateBuild(ctx, c, *file, pos[0], req, std)
+		if err != nil {
+			var ae *client.Error
+			if errors.As(err, &ae) {
+				return fail(err)
+			}
+			return err
+		}
+		if t.Status == airlock.TemplateFailed {
+			return templateFailed(t)
+		}
+		switch {
+		case out.json(std):
+			return writeJSON(std.out, t)
+		case out.format == formatTable:
+			return writeRecord(std.out, t)
+		}
+		fmt.Fprintln(std.out, t.Name)
+		return nil
 	case "import":
 		if len(pos) != 1 || *name == "" {
 			return errUsage("template import", "want one REF and --name NAME")
@@ -79,7 +126,7 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 				return fail(err)
 			}
 			if t.Status == airlock.TemplateFailed {
-				return fmt.Errorf("template %s failed: %s", printableText(t.Name), printableText(t.Reason))
+				return templateFailed(t)
 			}
 		}
 		switch {

@@ -177,6 +177,7 @@ var entries = []Entry{
 	{Slug: "session-pausing", Status: 409, Title: "Session pausing", Summary: "Session … is being paused or forked; session … is being paused."},
 	{Slug: "session-quota", Status: 429, Title: "Session quota", Summary: "The tenant holds its maximum of live sessions; end one, or retry after Retry-After."},
 	{Slug: "session-resuming", Status: 409, Title: "Session resuming", Summary: "Session … is being resumed."},
+	{Slug: "session-template-unsupported", Status: 409, Title: "Session template unsupported", Summary: "The session's backend gives no host access to its workspace: a template is made from a gVisor session."},
 	{Slug: "session-unavailable", Status: 503, Title: "Session unavailable", Summary: "Session … is not held by this server."},
 	{Slug: "sessions-disabled", Status: 501, Title: "Sessions disabled", Summary: "Sessions are not enabled on this server."},
 	{Slug: "shutting-down", Status: 503, Title: "Shutting down", Summary: "The server is shutting down; the server is shutting down; retry in a moment."},

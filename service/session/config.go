@@ -53,8 +53,11 @@ type Config struct {
 	// templates' images too (template.Service.Images), for restarts and
 	// forks.
 	Templates airlock.TemplateResolver
-	Store     airlock.Store        // tenants; executions of sessions are recorded through Runner
-	Sessions  airlock.SessionStore // session records and idempotency keys
+	// SessionTemplates makes templates from sessions (POST
+	// /v1/sessions/{id}/template); nil answers 501.
+	SessionTemplates SessionTemplates
+	Store            airlock.Store        // tenants; executions of sessions are recorded through Runner
+	Sessions         airlock.SessionStore // session records and idempotency keys
 	// Egress gives sessions with an allow list or broker scopes their
 	// network, and EgressLog is where it writes its audit log; without
 	// them such sessions are refused (network-unavailable).

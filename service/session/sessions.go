@@ -73,6 +73,9 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	if err := req.Validate(tenant); err != nil {
 		return nil, false, err
 	}
+	if err := m.templateMemory(ctx, tenant, &req); err != nil {
+		return nil, false, err
+	}
 	if err := m.fromSnapshot(ctx, tenant, &req, &opts); err != nil {
 		return nil, false, err
 	}

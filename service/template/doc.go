@@ -18,6 +18,10 @@
 //     operator's) into an airlock.Image, and the image name
 //     "template:<template_id>" back to it (Images) for the paths that
 //     resolve a recorded session's image again (restart, fork);
+//   - templates from a session (session.go): the session's image's rootfs
+//     hard-linked, its workspace (copied when asked) as the template's
+//     /workspace, and the memory snapshot the session manager took when
+//     asked, deleted with the template;
 //   - the OCI import Builder (oci.go, unpack.go): registry pulls with
 //     go-containerregistry, uploaded OCI layouts and docker save
 //     archives, a layer cache by digest, and the safe unpacker.

@@ -30,6 +30,9 @@ type Service struct {
 
 	mu     sync.Mutex
 	builds map[string]*running // by template ID
+	// deleteMemory deletes the memory snapshot a template from a
+	// session holds (OnDeleteMemory).
+	deleteMemory func(ctx context.Context, tenant *airlock.Tenant, snapshotID string) error
 }
 
 // running is a build in progress.
@@ -346,9 +349,15 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant *airlock.Tenant, na
 	if b := s.builds[t.ID]; b != nil {
 		b.cancel()
 	}
+	delMem := s.deleteMemory
 	s.mu.Unlock()
 	if s.cfg.Forget != nil {
 		s.cfg.Forget(t.ImageName())
+	}
+	if t.MemorySnapshotID != "" && delMem != nil {
+		if err := delMem(ctx, &airlock.Tenant{ID: t.TenantID}, t.MemorySnapshotID); err != nil && airlock.ErrorCode(err) != airlock.ENOTFOUND {
+			s.cfg.Logger.Error("delete a template's memory snapshot", "template", t.ID, "snapshot", t.MemorySnapshotID, "err", err)
+		}
 	}
 	s.removeRootfs(t.ID)
 	os.Remove(s.logPath(t.ID))
@@ -396,7 +405,7 @@ func (s *Service) imageOf(t *airlock.Template) (*airlock.Image, error) {
 		return nil, airlock.Problem(airlock.EUNAVAILABLE, "template-not-on-node", "template %q is not on this node", t.Name)
 	}
 	img := &airlock.Image{Name: t.ImageName(), Hash: t.ImageHash, Rootfs: rootfs, SizeBytes: t.SizeBytes, Env: append([]string(nil), t.Env...),
-		StartCmd: t.StartCmd, ReadyCmd: t.ReadyCmd}
+		StartCmd: t.StartCmd, ReadyCmd: t.ReadyCmd, MemorySnapshotID: t.MemorySnapshotID}
 	if t.ReadyAt != nil {
 		img.BuiltAt = *t.ReadyAt
 	}

@@ -229,6 +229,19 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(airlock.NotFound):
             self.al.get_snapshot(snap.snapshot_id)
 
+    def test_session_to_template(self):
+        name = "py-" + uuid.uuid4().hex[:12]
+        with self.al.session(image="base", timeout_s=300) as s:
+            s.files.write("proj/notes.txt", "from the session")
+            t = s.to_template(name)
+            self.assertEqual((t["status"], t["source"], t["session_id"]), ("ready", "session", s.id))
+        # The template outlives its session.
+        with self.al.session(template=name) as again:
+            self.assertEqual(again.files.read_text("proj/notes.txt"), "from the session")
+        r = self.al.run("cat proj/notes.txt", language="bash", template=name)
+        self.assertEqual(r.stdout, "from the session")
+        self.al._json("DELETE", f"v1/templates/{name}")
+
     def test_async_client(self):
         import asyncio
 

@@ -192,6 +192,24 @@ class StubTest(StubServerTest):
             pass
         self.assertEqual(json.loads(Stub.seen[1][3]), {"template": "mine"})
 
+    def test_session_to_template(self):
+        Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s3", "state": "ready"})
+        Stub.routes[("POST", "/v1/sessions/s3/template")] = reply(202, {"template_id": "t1", "name": "mine", "status": "building", "source": "session"})
+        Stub.routes[("GET", "/v1/templates/mine")] = reply(200, {"template_id": "t1", "name": "mine", "status": "ready", "source": "session"})
+        Stub.routes[("DELETE", "/v1/sessions/s3")] = reply(200, {"session_id": "s3", "state": "destroyed"})
+        with self.al.session() as s:
+            t = s.to_template("mine", include_memory=True)
+        self.assertEqual(t["status"], "ready")
+        self.assertEqual((Stub.seen[1][0], Stub.seen[1][1]), ("POST", "/v1/sessions/s3/template"))
+        self.assertEqual(json.loads(Stub.seen[1][3]), {"name": "mine", "include_memory": True})
+        self.assertEqual((Stub.seen[2][0], Stub.seen[2][1]), ("GET", "/v1/templates/mine"))
+        Stub.routes[("GET", "/v1/templates/bad")] = reply(200, {"name": "bad", "status": "failed", "reason": "secret-in-image: a key"})
+        Stub.routes[("POST", "/v1/sessions/s3/template")] = reply(202, {"name": "bad", "status": "building"})
+        s2 = airlock.Session(self.al, airlock.SessionInfo.from_json({"session_id": "s3", "state": "ready"}))
+        with self.assertRaises(airlock.AirlockError) as cm:
+            s2.to_template("bad")
+        self.assertIn("secret-in-image", str(cm.exception))
+
     def test_session_is_the_context_manager(self):
         Stub.routes[("POST", "/v1/sessions")] = reply(201, {"session_id": "s1", "state": "ready", "image": "base"})
         Stub.routes[("GET", "/v1/sessions/s1")] = reply(200, {"session_id": "s1", "state": "ready", "size": "small"})

@@ -186,6 +186,9 @@ class AsyncSession:
     async def fork(self, *args: Any, **kw: Any) -> List["AsyncSession"]:
         return [AsyncSession(s) for s in await _call(self.sync.fork, *args, **kw)]
 
+    async def to_template(self, *args: Any, **kw: Any):
+        return await _call(self.sync.to_template, *args, **kw)
+
     async def contexts(self):
         return await _call(self.sync.contexts)
 

@@ -632,6 +632,33 @@ class Session:
                           timeout=self._c.timeout + 600)
         return [Session(self._c, SessionInfo.from_json(x)) for x in d.get("sessions") or [] if isinstance(x, dict)]
 
+    def to_template(self, name: str, *, include_memory: bool = False, wait: bool = True,
+                    wait_timeout: float = 600.0) -> Dict[str, Any]:
+        """Makes a template of this session, private to the tenant
+        (``POST /v1/sessions/{id}/template``): its files (the workspace, on
+        the session's image) and, with ``include_memory``, its processes and
+        code contexts, restored and reseeded in every session started from
+        it (one-shot runs use its files only). The session goes on. Returns
+        the template's record (``GET /v1/templates/{name}``); with ``wait``
+        (the default) once its build has ended, raising ``AirlockError`` if
+        it failed. Start from it with ``session(template=name)`` or
+        ``run(..., template=name)``."""
+        body: Dict[str, Any] = {"name": name}
+        if include_memory:
+            body["include_memory"] = True
+        t = self._c._json("POST", f"v1/sessions/{_seg(self.id)}/template", json_body=body,
+                          timeout=self._c.timeout + 600)
+        deadline = time.monotonic() + wait_timeout
+        while wait and t.get("status") == "building":
+            if time.monotonic() > deadline:
+                raise AirlockError(f"template {name} still building after {wait_timeout:.0f} s", status=0)
+            time.sleep(0.25)
+            t = self._c._json("GET", f"v1/templates/{_seg(name)}")
+        if wait and t.get("status") == "failed":
+            raise AirlockError(f"template {name} failed: {t.get('reason', '')}", status=0,
+                               type="template-failed", detail=str(t.get("reason", "")))
+        return t
+
     def contexts(self) -> List[CodeContext]:
         """The session's persistent interpreters."""
         d = self._c._json("GET", f"v1/sessions/{_seg(self.id)}/contexts")
