@@ -183,6 +183,7 @@ var entries = []Entry{
 	{Slug: "shutting-down", Status: 503, Title: "Shutting down", Summary: "The server is shutting down; the server is shutting down; retry in a moment."},
 	{Slug: "snapshot-damaged", Status: 422, Title: "Snapshot damaged", Summary: "Snapshot … failed its integrity check and was not restored (…); nothing was made from it."},
 	{Slug: "snapshot-incompatible", Status: 409, Title: "Snapshot incompatible", Summary: "Snapshot … was saved by a runtime this node does not run (…); restore it as a workspace ."},
+	{Slug: "snapshot-in-use", Status: 409, Title: "Snapshot in use", Summary: "The snapshot is the memory of a template made from a session; delete the template, and the snapshot goes with it."},
 	{Slug: "snapshot-mismatch", Status: 400, Title: "Snapshot mismatch", Summary: "The snapshot holds a sandbox of another image or size, or process state that cannot take a network; ask for its image and size, or none."},
 	{Slug: "snapshot-not-found", Status: 404, Title: "Snapshot not found", Summary: "No such snapshot for this tenant."},
 	{Slug: "snapshot-quota", Status: 429, Title: "Snapshot quota", Summary: "The tenant's snapshots hold their quota of bytes; delete some (DELETE /v1/snapshots/{id}) before taking more."},

@@ -265,6 +265,15 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, tenant *airlock.Tenant, id
 	if err != nil {
 		return err
 	}
+	if st := m.cfg.SessionTemplates; st != nil && s.Kind == airlock.SnapshotMemory {
+		name, err := st.SnapshotHolder(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			return airlock.Problem(airlock.ECONFLICT, "snapshot-in-use", "snapshot %s is the memory of template %q; delete the template, and the snapshot goes with it", id, name).With("template", name)
+		}
+	}
 	if err := m.cfg.Keep.Store.DeleteSnapshot(ctx, tenant.ID, id); err != nil {
 		return err
 	}

@@ -17,6 +17,9 @@ type SessionTemplates interface {
 	// through src.CopyWorkspace before it returns and builds the rest
 	// in the background.
 	CreateFromSession(ctx context.Context, tenant *airlock.Tenant, name string, src template.SessionSource) (*airlock.Template, error)
+	// SnapshotHolder names the tenant's template that holds a memory
+	// snapshot, or "": such a snapshot goes with its template, not alone.
+	SnapshotHolder(ctx context.Context, tenant *airlock.Tenant, snapshotID string) (string, error)
 }
 
 var _ SessionTemplates = (*template.Service)(nil)

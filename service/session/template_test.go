@@ -222,6 +222,9 @@ func TestTemplateFromSessionMemory(t *testing.T) {
 	for _, id := range append(made, p.ID) {
 		c.DeleteSession(ctx, id)
 	}
+	// The template's memory cannot be deleted from under it.
+	err = c.DeleteSnapshot(ctx, tpl.MemorySnapshotID)
+	wantProblem(t, "deleting a template's memory snapshot", err, 409, "snapshot-in-use")
 	// Deleting the template deletes its memory snapshot.
 	if err := c.DeleteTemplate(ctx, "warm"); err != nil {
 		t.Fatal(err)

@@ -286,3 +286,18 @@ func treeCount(dir string) (files, bytes int64, err error) {
 	})
 	return files, bytes, err
 }
+
+// SnapshotHolder returns the name of the tenant's template whose memory
+// is the snapshot snapshotID, or "" when no template holds it.
+func (s *Service) SnapshotHolder(ctx context.Context, tenant *airlock.Tenant, snapshotID string) (string, error) {
+	ts, err := s.cfg.Store.ListTemplates(ctx, tenantID(tenant))
+	if err != nil {
+		return "", err
+	}
+	for _, t := range ts {
+		if t.MemorySnapshotID == snapshotID && t.TenantID == tenant.ID {
+			return t.Name, nil
+		}
+	}
+	return "", nil
+}
