@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/airlockhq/airlock"
 )
@@ -35,22 +34,12 @@ func runSessionTemplate(ctx context.Context, args []string, std stdio) error {
 		return apiFailed(std, err, &srv)
 	}
 	if *wait {
-		if err := c.TemplateLogs(ctx, t.Name, std.err); err != nil {
-			return apiFailed(std, err, &srv)
-		}
-		if t, err = c.Template(ctx, t.Name); err != nil {
+		if t, err = awaitTemplate(ctx, c, t.Name, std.err); err != nil {
 			return apiFailed(std, err, &srv)
 		}
 		if t.Status == airlock.TemplateFailed {
 			return templateFailed(t)
 		}
 	}
-	switch {
-	case out.json(std):
-		return writeJSON(std.out, t)
-	case out.format == formatTable:
-		return writeRecord(std.out, t)
-	}
-	fmt.Fprintln(std.out, t.Name)
-	return nil
+	return printTemplate(std, &out, t)
 }

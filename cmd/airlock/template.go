@@ -98,14 +98,7 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 		if t.Status == airlock.TemplateFailed {
 			return templateFailed(t)
 		}
-		switch {
-		case out.json(std):
-			return writeJSON(std.out, t)
-		case out.format == formatTable:
-			return writeRecord(std.out, t)
-		}
-		fmt.Fprintln(std.out, t.Name)
-		return nil
+		return printTemplate(std, &out, t)
 	case "import":
 		if len(pos) != 1 || *name == "" {
 			return errUsage("template import", "want one REF and --name NAME")
@@ -119,24 +112,14 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 			return fail(err)
 		}
 		if *wait {
-			if err := c.TemplateLogs(ctx, t.Name, std.err); err != nil {
-				return fail(err)
-			}
-			if t, err = c.Template(ctx, t.Name); err != nil {
+			if t, err = awaitTemplate(ctx, c, t.Name, std.err); err != nil {
 				return fail(err)
 			}
 			if t.Status == airlock.TemplateFailed {
 				return templateFailed(t)
 			}
 		}
-		switch {
-		case out.json(std):
-			return writeJSON(std.out, t)
-		case out.format == formatTable:
-			return writeRecord(std.out, t)
-		}
-		fmt.Fprintln(std.out, t.Name)
-		return nil
+		return printTemplate(std, &out, t)
 	case "ls", "list":
 		l, err := c.ListTemplates(ctx)
 		if err != nil {

@@ -70,10 +70,28 @@ func runTemplateBuild(ctx context.Context, c *client.Client, dockerfile, dir str
 	if err != nil {
 		return nil, err
 	}
-	if err := c.TemplateLogs(ctx, t.Name, std.err); err != nil {
+	return awaitTemplate(ctx, c, t.Name, std.err)
+}
+
+// awaitTemplate streams a template's build log to w until the build
+// ends, and returns the template as it ended.
+func awaitTemplate(ctx context.Context, c *client.Client, name string, w io.Writer) (*airlock.Template, error) {
+	if err := c.TemplateLogs(ctx, name, w); err != nil {
 		return nil, err
 	}
-	return c.Template(ctx, t.Name)
+	return c.Template(ctx, name)
+}
+
+// printTemplate writes t as -o asks (json or table), else its name alone.
+func printTemplate(std stdio, out *outputFlags, t *airlock.Template) error {
+	switch {
+	case out.json(std):
+		return writeJSON(std.out, t)
+	case out.format == formatTable:
+		return writeRecord(std.out, t)
+	}
+	fmt.Fprintln(std.out, t.Name)
+	return nil
 }
 
 // writeContext writes the tree dir as a tar (regular files, directories
