@@ -121,15 +121,6 @@ func buildSpec(step airlock.BuildStep, rootfs, cgroup string) *specs.Spec {
 		caps = buildCaps
 	}
 	nproc := uint64(step.Limits.Pids)
-	mem := step.Limits.MemoryBytes
-	var quota *int64
-	var period *uint64
-	if step.Limits.CPUs > 0 {
-		p := uint64(100000)
-		q := int64(step.Limits.CPUs * float64(p))
-		quota, period = &q, &p
-	}
-	pids := int64(hostPidsBackstop)
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc"},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "mode=755", "size=65536k"}},
@@ -165,21 +156,6 @@ func buildSpec(step airlock.BuildStep, rootfs, cgroup string) *specs.Spec {
 			},
 		},
 		Mounts: mounts,
-
-		Linux: &specs.Linux{
-			CgroupsPath: "/" + cgroup,
-			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
-				CPU:    &specs.LinuxCPU{Quota: quota, Period: period},
-				Pids:   &specs.LinuxPids{Limit: pids},
-			},
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace},
-				{Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
-			},
-		},
+		Linux:  sandboxLinux(cgroup, step.Limits),
 	}
 }

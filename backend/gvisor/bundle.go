@@ -32,15 +32,6 @@ func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tm
 		"TMPDIR=/tmp",
 	}
 	env = append(env, spec.Image.Env...)
-	mem := spec.Limits.MemoryBytes
-	var quota *int64
-	var period *uint64
-	if spec.Limits.CPUs > 0 {
-		p := uint64(100000)
-		q := int64(spec.Limits.CPUs * float64(p))
-		quota, period = &q, &p
-	}
-	pids := int64(hostPidsBackstop)
 	nproc := uint64(spec.Limits.Pids)
 	noCaps := &specs.LinuxCapabilities{
 		Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{},
@@ -74,21 +65,7 @@ func ociSpec(cfg *Config, spec airlock.SandboxSpec, cgroupPath, workspaceDir, tm
 			// The agent's channel for the next airlockd (channel.go).
 			{Destination: ChannelDir, Type: "bind", Source: channelDir, Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}},
 		},
-		Linux: &specs.Linux{
-			CgroupsPath: "/" + cgroupPath,
-			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
-				CPU:    &specs.LinuxCPU{Quota: quota, Period: period},
-				Pids:   &specs.LinuxPids{Limit: pids},
-			},
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace},
-				{Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
-			},
-		},
+		Linux:       sandboxLinux(cgroupPath, spec.Limits),
 		Annotations: spec.Labels,
 	}
 	// The session's volumes: host mounts of their disks, bound in after
@@ -113,4 +90,36 @@ func writeBundle(dir string, s *specs.Spec) error {
 		return fmt.Errorf("gvisor: write bundle: %w", err)
 	}
 	return nil
+}
+
+// sandboxLinux is the Linux part of a sandbox's OCI spec, for a sandbox
+// and for a build step alike: its cgroup, the limits the host enforces
+// (memory without swap beyond it, CPU as a quota of 100 ms periods when
+// CPUs is set, the host's pids backstop; the program's own pids bound is
+// RLIMIT_NPROC inside) and its own namespaces.
+func sandboxLinux(cgroupPath string, lim airlock.Limits) *specs.Linux {
+	mem := lim.MemoryBytes
+	var quota *int64
+	var period *uint64
+	if lim.CPUs > 0 {
+		p := uint64(100000)
+		q := int64(lim.CPUs * float64(p))
+		quota, period = &q, &p
+	}
+	pids := int64(hostPidsBackstop)
+	return &specs.Linux{
+		CgroupsPath: "/" + cgroupPath,
+		Resources: &specs.LinuxResources{
+			Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
+			CPU:    &specs.LinuxCPU{Quota: quota, Period: period},
+			Pids:   &specs.LinuxPids{Limit: pids},
+		},
+		Namespaces: []specs.LinuxNamespace{
+			{Type: specs.PIDNamespace},
+			{Type: specs.IPCNamespace},
+			{Type: specs.UTSNamespace},
+			{Type: specs.MountNamespace},
+			{Type: specs.NetworkNamespace},
+		},
+	}
 }
