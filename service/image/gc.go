@@ -39,8 +39,8 @@ type Collected struct {
 
 // Collect removes, for every name, the image versions other than the one
 // Resolve returns (or the newest, when it returns none) and those in
-// cfg.InUse, then the microVM guest artefacts and the stages no kept
-// image was made from. Builds and Collect exclude each other (the images
+// cfg.InUse, then the microVM guest artefacts and the stages neither a
+// kept image was made from nor a shipped spec (Specs) names. Builds and Collect exclude each other (the images
 // lock).
 func (s *Store) Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 	unlock, err := lockImages(ctx, s.imagesDir, io.Discard)
@@ -86,6 +86,13 @@ func (s *Store) doomed(ctx context.Context, used []string) ([]string, error) {
 	}
 	keep := map[string]bool{}   // dir
 	stages := map[string]bool{} // stage hash in use
+	// The stages of the shipped specs are kept even when no image of
+	// them is: they are what the next build of that image starts from
+	// (a node that has not built python-ds yet, or whose agent changed),
+	// and making one again is a debootstrap of minutes.
+	for _, spec := range Specs() {
+		stages[StageHash(spec)] = true
+	}
 	hashes := map[string]bool{} // image hashes kept
 	byName := map[string][]built{}
 	for _, b := range all {

@@ -98,3 +98,39 @@ func TestCollectKeepsWhatIsInUse(t *testing.T) {
 		t.Fatalf("images left: %+v, %v; want the current one", imgs, err)
 	}
 }
+
+// TestCollectKeepsShippedStages: the debootstrap stage of a shipped spec
+// is kept although no image of it is built on the node (its next build
+// starts from it), while a stage of no shipped spec and no kept image
+// goes.
+func TestCollectKeepsShippedStages(t *testing.T) {
+	state := t.TempDir()
+	stage := func(hash string) string {
+		dir := filepath.Join(state, "images", "stages", hash)
+		if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	var shipped []string
+	for _, spec := range image.Specs() {
+		shipped = append(shipped, stage(image.StageHash(spec)))
+	}
+	stray := stage(strings.Repeat("9", 64))
+	st, err := image.NewStore(image.StoreConfig{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Collect(context.Background(), image.CollectConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Removed, []string{stray}) {
+		t.Fatalf("collect removed %v, want only the stray stage %s", got.Removed, stray)
+	}
+	for _, d := range shipped {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("a shipped spec's stage was removed: %v", err)
+		}
+	}
+}
