@@ -38,7 +38,8 @@ const recoverParallel = 8
 // nothing of (a cell, say) is recorded as interrupted. A session whose
 // sandbox cannot be reattached is ended (end reason server_restarted,
 // with why), as is one that was still being created (failed; its
-// idempotency key is freed for a retry) or being destroyed.
+// idempotency key is freed for a retry) or being destroyed. Its
+// terminals are taken back too (pty.go).
 func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
 	left, err := m.cfg.Sessions.LiveSessions(ctx)
 	if err != nil {
@@ -153,6 +154,8 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 			}}
 		}
 	}
+	// Its terminals: retained programs tagged with their PTY IDs.
+	m.adoptPTYs(ctx, l, tenant)
 	procs, err := agent.Processes(ctx)
 	if err != nil {
 		m.cfg.Logger.Warn("the reattached agent did not list its programs", "session", s.ID, "err", err)
