@@ -39,8 +39,11 @@ const recoverParallel = 8
 // sandbox cannot be reattached is ended (end reason server_restarted,
 // with why), as is one that was still being created (failed; its
 // idempotency key is freed for a retry) or being destroyed. Its
-// terminals are taken back too (pty.go).
+// terminals are taken back too (pty.go). Before all that, the events of
+// transitions that a crash of the previous run lost are written
+// (events_recover.go).
 func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
+	m.recoverEvents(ctx) // first: the feed keeps each session's order
 	left, err := m.cfg.Sessions.LiveSessions(ctx)
 	if err != nil {
 		return Recovery{}, err
