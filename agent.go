@@ -33,6 +33,16 @@ type AgentRunner interface {
 	// Attach reads a retained program again: its retained output, then
 	// what it writes from now on. The Process has no stdin.
 	Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (Process, error)
+	// AttachTerminal reads a retained program on a terminal again and
+	// takes its input and size (the Process is a Resizer): what it wrote
+	// after the first offset bytes (the host holds those), as much as
+	// the agent kept, then what it writes from now on. from is where in
+	// its output the bytes sent start.
+	AttachTerminal(ctx context.Context, pid int, offset int64, stdout io.Writer) (p Process, from int64, err error)
+	// Detach stops the agent sending a retained program to this host's
+	// stream of it; the program runs on, keeping its output, for an
+	// attach (a terminal's before its sandbox is checkpointed).
+	Detach(ctx context.Context, pid int) error
 }
 
 // AgentFiles reads and writes files under the sandbox's roots. Paths are
@@ -104,7 +114,10 @@ type ExecRequest struct {
 	// RetainBytes, if set, makes the program outlive its host connection:
 	// the agent keeps the first RetainBytes of its stdout and of its
 	// stderr and, once it ends, its exit status, until a host collects
-	// them (Attach). Bounded by the protocol (MaxRetainBytes).
+	// them (Attach). A program on a terminal (PTY) keeps the last
+	// RetainBytes of its output instead, as its scrollback, and its
+	// terminal stays open while no host reads it (AttachTerminal).
+	// Bounded by the protocol (MaxRetainBytes).
 	RetainBytes int64 `json:"retain_bytes,omitempty"`
 	// Tag is the host's name for a retained program (its execution's
 	// ID), reported back by Processes so that a host that reconnects
@@ -176,6 +189,8 @@ type ProcessInfo struct {
 	Running     bool   `json:"running"`       // false: ended, exit not yet delivered
 	Attached    bool   `json:"attached"`      // a live host stream reads it now
 	Tag         string `json:"tag,omitempty"` // the exec's Tag
+	// PTY is the size of the program's terminal; nil without one.
+	PTY *PTYSize `json:"pty,omitempty"`
 }
 
 // PrepareRequest starts a warm runtime: an interpreter started, the

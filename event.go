@@ -82,6 +82,29 @@ type EventStore interface {
 	ListEvents(ctx context.Context, f EventFilter) ([]*Event, error)
 }
 
+// SessionEventGaps is implemented by an event store that can compare the
+// sessions' records with their events, so that a server that crashed
+// with session events queued in memory writes, at its next start, the
+// transitions whose events were lost (marked RecoveredData).
+type SessionEventGaps interface {
+	// LastSessionEvents returns this node's sessions that are live, or
+	// ended at or after since, each with the type of its newest event in
+	// the feed ("" for none).
+	LastSessionEvents(ctx context.Context, since time.Time) ([]SessionLastEvent, error)
+}
+
+// SessionLastEvent is a session's record and its newest event's type.
+type SessionLastEvent struct {
+	Session  *Session
+	LastType string
+}
+
+// RecoveredData is the key of Event.Data that marks an event written at
+// a start of the server for a transition whose event the server lost
+// when it crashed (its At is the transition's time where the record
+// keeps it, else the start's).
+const RecoveredData = "recovered"
+
 // EventSink takes the events of a service; the node's is the store.
 type EventSink interface {
 	RecordEvent(ctx context.Context, ev *Event) error

@@ -71,6 +71,7 @@ type program struct {
 	started   time.Time
 	timeoutMS int64
 	retain    int64 // bytes kept per stream; 0: not retained
+	tail      bool  // keep the last retain bytes, not the first (a terminal)
 
 	sink        *procStream      // the stream reading it now; nil for none
 	waiting     bool             // a warm runtime no request has taken yet
@@ -79,6 +80,7 @@ type program struct {
 
 	stdout, stderr               []byte // retained output
 	stdoutDropped, stderrDropped int64  // output beyond retain
+	stdoutTotal                  int64  // stdout bytes written, kept or not
 
 	ended    bool
 	status   protocol.ExitStatus
@@ -108,6 +110,7 @@ func (p *program) take(req *protocol.ExecRequest) {
 	p.started = time.Now()
 	p.timeoutMS = req.TimeoutMS
 	p.retain = req.RetainBytes
+	p.tail = req.PTY != nil
 }
 
 // output records what the program wrote and sends it to its reader.
@@ -137,6 +140,17 @@ func (p *program) keep(t protocol.Type, b []byte) {
 	buf, dropped := &p.stdout, &p.stdoutDropped
 	if t == protocol.TStderr {
 		buf, dropped = &p.stderr, &p.stderrDropped
+	} else {
+		p.stdoutTotal += int64(len(b))
+	}
+	if p.tail {
+		// The latest retain bytes: the oldest go first.
+		*buf = append(*buf, b...)
+		if over := int64(len(*buf)) - p.retain; over > 0 {
+			*buf = append((*buf)[:0], (*buf)[over:]...)
+			*dropped += over
+		}
+		return
 	}
 	n := int(min(int64(len(b)), p.retain-int64(len(*buf))))
 	*buf = append(*buf, b[:n]...)
@@ -164,7 +178,7 @@ type procStream struct {
 	s      *server
 	stream uint32
 	p      *program
-	exec   bool // the exec's own stream: stdin goes through it
+	exec   bool // the exec's own stream, or an attach with Stdin: stdin goes through it
 }
 
 // stdinQueue holds the host's stdin bytes for one program. Queueing never
@@ -257,7 +271,8 @@ func (h *procStream) frame(f protocol.Frame) {
 }
 
 // abort detaches a retained program from a connection that is over (it
-// runs on, its stdin closed), and kills any other: nobody reads it.
+// runs on, its stdin closed; a terminal's stays open for an attach with
+// Stdin), and kills any other: nobody reads it.
 func (h *procStream) abort() {
 	p := h.p
 	p.mu.Lock()
@@ -269,13 +284,19 @@ func (h *procStream) abort() {
 	if !retained {
 		p.signal(syscall.SIGKILL)
 	}
-	p.closeStdin()
+	if !retained || p.tty == nil {
+		p.closeStdin()
+	}
 }
 
 // takenOver ends the stream of a program another stream has attached.
+// Its stdin is closed (only the exec's own stream could write it),
+// except a terminal's: an attach with Stdin writes it next.
 func (h *procStream) takenOver() {
 	h.s.clearHandler(h.stream, h)
-	h.p.closeStdin() // only the exec's own stream could write it
+	if h.p.tty == nil {
+		h.p.closeStdin()
+	}
 	h.s.sendError(h.stream, "attached_elsewhere", errors.New("attached elsewhere"))
 }
 

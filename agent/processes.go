@@ -101,6 +101,7 @@ func (t *retainedTable) list() (infos []protocol.ProcessInfo, more bool) {
 				Running:     !p.ended,
 				Attached:    p.sink != nil,
 				Tag:         p.tag,
+				PTY:         p.tty.size(),
 			})
 		}
 		p.mu.Unlock()
@@ -122,22 +123,47 @@ func (t *retainedTable) list() (infos []protocol.ProcessInfo, more bool) {
 }
 
 // attach starts reading a retained program on stream: its retained output
-// from the beginning, then its live output and its exit.
-func (s *server) attach(stream uint32, pid int) {
+// (of stdout, what follows the first offset bytes), then its live output
+// and its exit. With stdin the stream also takes the program's terminal
+// input and resizes.
+func (s *server) attach(stream uint32, req *protocol.Request) {
+	p := s.retained.get(req.PID)
+	if p == nil {
+		s.sendError(stream, "not_found", fmt.Errorf("no retained program with pid %d", req.PID))
+		return
+	}
+	if req.Stdin && p.tty == nil {
+		s.sendError(stream, "invalid", fmt.Errorf("program %d has no terminal: an attach takes the input of a terminal only", req.PID))
+		return
+	}
+	h := &procStream{s: s, stream: stream, p: p, exec: req.Stdin}
+	s.setHandler(stream, h) // signals are taken from now on
+	go s.replay(h, req.Offset)
+}
+
+// detach stops sending a retained program on the stream of this
+// connection that reads it; it runs on, keeping its output, for an
+// attach. A program read by no stream of this connection is left alone.
+func (s *server) detach(stream uint32, pid int) {
 	p := s.retained.get(pid)
 	if p == nil {
 		s.sendError(stream, "not_found", fmt.Errorf("no retained program with pid %d", pid))
 		return
 	}
-	h := &procStream{s: s, stream: stream, p: p}
-	s.setHandler(stream, h) // signals are taken from now on
-	go s.replay(h)
+	p.mu.Lock()
+	if h := p.sink; h != nil && h.s == s {
+		p.sink = nil
+		s.clearHandler(h.stream, h)
+	}
+	p.mu.Unlock()
+	s.respond(stream, protocol.Response{PID: pid})
 }
 
 // replay sends what an attach stream gets, and makes it the program's
 // reader if the program is still running. The program's lock is held
-// throughout, so no output is lost or sent twice in between.
-func (s *server) replay(h *procStream) {
+// throughout, so no output is lost or sent twice in between. Of stdout
+// it sends what follows the first offset bytes, as far as it holds them.
+func (s *server) replay(h *procStream, offset int64) {
 	p := h.p
 	p.mu.Lock()
 	if p.reported { // its exit went to another stream meanwhile
@@ -148,8 +174,22 @@ func (s *server) replay(h *procStream) {
 	}
 	old := p.sink
 	p.sink = nil
-	ok := s.respond(h.stream, protocol.Response{PID: p.pid}) == nil &&
-		s.sendAll(protocol.TStdout, h.stream, p.stdout) == nil &&
+	// p.stdout holds stdout from byte first on: the first bytes when it
+	// keeps the start, the last ones when it keeps the tail. Past its
+	// end, the next byte sent is the next one the program writes.
+	first := int64(0)
+	if p.tail {
+		first = p.stdoutTotal - int64(len(p.stdout))
+	}
+	from := max(offset, first)
+	var stdout []byte
+	if end := first + int64(len(p.stdout)); from < end {
+		stdout = p.stdout[from-first:]
+	} else {
+		from = max(from, p.stdoutTotal)
+	}
+	ok := s.respond(h.stream, protocol.Response{PID: p.pid, Offset: from}) == nil &&
+		s.sendAll(protocol.TStdout, h.stream, stdout) == nil &&
 		s.sendAll(protocol.TStderr, h.stream, p.stderr) == nil
 	switch {
 	case ok && p.ended:

@@ -15,10 +15,26 @@ import (
 // agent holds its master side.
 type terminal struct {
 	master *os.File
+
+	mu         sync.Mutex
+	cols, rows int // the size last set
 }
 
 func (t *terminal) resize(cols, rows int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	pty.Setsize(t.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	t.cols, t.rows = cols, rows
+}
+
+// size is the terminal's size for a process list; nil for no terminal.
+func (t *terminal) size() *protocol.PTYSize {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &protocol.PTYSize{Cols: t.cols, Rows: t.rows}
 }
 
 // execPTY starts a program on a new pseudo-terminal of the asked size, as

@@ -311,7 +311,9 @@ func (s *server) dispatch(f protocol.Frame) {
 			s.respond(f.Stream, protocol.Response{Processes: ps, More: more})
 		}()
 	case protocol.OpAttach:
-		s.attach(f.Stream, req.PID)
+		s.attach(f.Stream, &req)
+	case protocol.OpDetach:
+		s.detach(f.Stream, req.PID)
 	case protocol.OpPort:
 		go s.port(f.Stream, req.Port) // connecting may take a moment
 	case protocol.OpShutdown:

@@ -182,3 +182,41 @@ func cursorPruned(ctx context.Context, tx *sql.Tx, cursor string) (bool, error) 
 	}
 	return cursor < oldest, nil
 }
+
+var _ airlock.SessionEventGaps = (*DB)(nil)
+
+// LastSessionEvents returns this node's sessions that are live, or that
+// ended at or after since, each with the type of its newest event (by
+// the feed's order; "" when it has none), oldest session first.
+func (db *DB) LastSessionEvents(ctx context.Context, since time.Time) ([]airlock.SessionLastEvent, error) {
+	ctx, done := db.bound(ctx)
+	defer done()
+	rows, err := db.read.QueryContext(ctx, `SELECT `+sessionColumns+`,
+		COALESCE((SELECT e.type FROM events e WHERE e.tenant_id = sessions.tenant_id AND e.session_id = sessions.id
+			ORDER BY e.seq DESC LIMIT 1), '')
+		FROM sessions WHERE node_id = $1 AND (state NOT IN ('destroyed', 'failed', 'lost') OR ended_at >= $2)
+		ORDER BY created_at, id`, db.node, nanos(since))
+	if err != nil {
+		return nil, db.wrap(ctx, "last session events", err)
+	}
+	defer rows.Close()
+	var out []airlock.SessionLastEvent
+	for rows.Next() {
+		var last string
+		s, err := scanSession(withExtra{rows, []any{&last}})
+		if err != nil {
+			return nil, db.wrap(ctx, "last session events", err)
+		}
+		out = append(out, airlock.SessionLastEvent{Session: s, LastType: last})
+	}
+	return out, db.wrap(ctx, "last session events", rows.Err())
+}
+
+// withExtra scans the columns of a row beyond those its scanner's caller
+// takes into extra.
+type withExtra struct {
+	scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.scanner.Scan(append(dest, w.extra...)...) }

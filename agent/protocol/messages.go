@@ -37,6 +37,7 @@ const (
 	OpChannel   Op = "channel"   // where to dial when the host goes away; see channel.go
 	OpProcesses Op = "processes" // list retained programs; see processes.go
 	OpAttach    Op = "attach"    // read a retained program again; see processes.go
+	OpDetach    Op = "detach"    // stop reading a retained program on this connection; see processes.go
 )
 
 // Hello is the first frame the agent sends on every connection.
@@ -74,7 +75,12 @@ type Request struct {
 	Prepare *PrepareRequest `json:"prepare,omitempty"`
 	Context *ContextRequest `json:"context,omitempty"` // context ops; see context.go
 	Channel *ChannelRequest `json:"channel,omitempty"` // channel
-	PID     int             `json:"pid,omitempty"`     // attach
+	PID     int             `json:"pid,omitempty"`     // attach, detach
+	// Attach: the bytes of the program's stdout the host holds already
+	// (the agent sends only what follows), and whether the attach takes
+	// the input and the size of the program's terminal (a PTY only).
+	Offset int64 `json:"offset,omitempty"`
+	Stdin  bool  `json:"stdin,omitempty"`
 
 	Dest      string `json:"dest,omitempty"`      // move: the new path; see fsops.go
 	Recursive bool   `json:"recursive,omitempty"` // remove: a whole directory tree
@@ -92,9 +98,15 @@ func (r *Request) Validate() error {
 			return fmt.Errorf("channel request without channel")
 		}
 		return r.Channel.Validate()
-	case OpAttach:
+	case OpAttach, OpDetach:
 		if !validPID(r.PID) {
 			return fmt.Errorf("bad pid %d", r.PID)
+		}
+		if r.Offset < 0 {
+			return fmt.Errorf("negative offset")
+		}
+		if r.Op == OpDetach && (r.Offset != 0 || r.Stdin) {
+			return fmt.Errorf("detach takes only a pid")
 		}
 		return nil
 	case OpPrepare:
@@ -225,6 +237,10 @@ type Response struct {
 
 	Processes []ProcessInfo `json:"processes,omitempty"` // processes; see processes.go
 	Contexts  []ContextInfo `json:"contexts,omitempty"`  // context_list; see context.go
+	// Offset is, for an attach, where in the program's stdout the bytes
+	// sent start: past the Offset asked for when the agent no longer
+	// holds what came between.
+	Offset int64 `json:"offset,omitempty"`
 }
 
 // validateFileInfo checks a file entry from the agent.
@@ -253,7 +269,7 @@ func (r *Response) Validate() error {
 			return err
 		}
 	}
-	if r.PID < 0 || r.Written < 0 {
+	if r.PID < 0 || r.Written < 0 || r.Offset < 0 {
 		return fmt.Errorf("negative value")
 	}
 	if err := validateProcesses(r.Processes); err != nil {

@@ -15,7 +15,7 @@ type Process struct {
 	c        *Client
 	id       uint32
 	pid      int
-	attached bool // by Attach: no stdin
+	attached bool // by Attach without Stdin: no stdin
 	done     chan struct{}
 
 	status ExitStatus
@@ -40,34 +40,45 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 // startProcess sends an exec or attach request, waits for the agent's
 // acknowledgment and starts reading the program's frames.
 func (c *Client) startProcess(ctx context.Context, req Request, stdout, stderr io.Writer) (*Process, error) {
+	p, _, err := c.startProcessResp(ctx, req, stdout, stderr)
+	return p, err
+}
+
+// startProcessResp is startProcess that also returns the agent's
+// acknowledgment.
+func (c *Client) startProcessResp(ctx context.Context, req Request, stdout, stderr io.Writer) (*Process, Response, error) {
+	var r Response
 	id, s, err := c.open(req)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	f, err := c.recv(ctx, s)
 	if err != nil {
 		c.forget(id)
-		return nil, err
+		return nil, r, err
 	}
-	p := &Process{c: c, id: id, attached: req.Op == OpAttach, done: make(chan struct{})}
+	p := &Process{c: c, id: id, attached: req.Op == OpAttach && !req.Stdin, done: make(chan struct{})}
 	switch f.Type {
 	case TResponse:
-		var r Response
 		if err := Decode(f.Payload, &r); err != nil {
 			c.forget(id)
-			return nil, err
+			return nil, r, err
 		}
 		p.pid = r.PID
 	case TError:
 		c.forget(id)
-		return nil, remoteError(f)
+		return nil, r, remoteError(f)
 	default:
 		c.forget(id)
-		return nil, fmt.Errorf("%w: unexpected %s frame starting %s", errViolation, f.Type, req.Op)
+		return nil, r, fmt.Errorf("%w: unexpected %s frame starting %s", errViolation, f.Type, req.Op)
 	}
 	if req.Op == OpAttach && p.pid != req.PID {
 		c.forget(id)
-		return nil, fmt.Errorf("%w: attached pid %d, asked for %d", errViolation, p.pid, req.PID)
+		return nil, r, fmt.Errorf("%w: attached pid %d, asked for %d", errViolation, p.pid, req.PID)
+	}
+	if req.Op == OpAttach && r.Offset < req.Offset {
+		c.forget(id)
+		return nil, r, fmt.Errorf("%w: attach resent output from %d, asked from %d", errViolation, r.Offset, req.Offset)
 	}
 	if stdout == nil {
 		stdout = io.Discard
@@ -76,7 +87,7 @@ func (c *Client) startProcess(ctx context.Context, req Request, stdout, stderr i
 		stderr = io.Discard
 	}
 	go p.pump(s, stdout, stderr)
-	return p, nil
+	return p, r, nil
 }
 
 func (p *Process) pump(s *stream, stdout, stderr io.Writer) {

@@ -158,3 +158,94 @@ func TestClientProcesses(t *testing.T) {
 	}
 	checkHealthy(t, c, a)
 }
+
+// startTerminalAttach attaches the terminal of pid from offset against
+// the fake agent, which answers with resp.
+func startTerminalAttach(t *testing.T, c *protocol.Client, a *fakeAgent, pid int, offset int64, resp protocol.Response, stdout io.Writer) (airlock.Process, int64, uint32, error) {
+	t.Helper()
+	type started struct {
+		p    airlock.Process
+		from int64
+		err  error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p, from, err := c.AttachTerminal(ctx, pid, offset, stdout)
+		ch <- started{p, from, err}
+	}()
+	id, req := a.expectRequest()
+	if req.Op != protocol.OpAttach || req.PID != pid || req.Offset != offset || !req.Stdin {
+		t.Fatalf("got request %+v", req)
+	}
+	a.respond(id, resp)
+	select {
+	case s := <-ch:
+		return s.p, s.from, id, s.err
+	case <-time.After(5 * time.Second):
+		t.Fatal("AttachTerminal hung")
+	}
+	return nil, 0, 0, nil
+}
+
+// TestClientAttachTerminal: a terminal attach asks for the output after
+// an offset and takes input and resizes on its stream; an agent that
+// resends output from before the offset breaks the protocol. Detach is a
+// round trip naming the pid.
+func TestClientAttachTerminal(t *testing.T) {
+	c, a := newFake(t)
+	a.hello()
+	var out strings.Builder
+	p, from, id, err := startTerminalAttach(t, c, a, 42, 100, protocol.Response{PID: 42, Offset: 120}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != 120 {
+		t.Fatalf("from %d, want 120", from)
+	}
+	if _, err := p.Write([]byte("ls\r")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if f := a.expect(protocol.TStdin); f.Stream != id || string(f.Payload) != "ls\r" {
+		t.Fatalf("stdin frame %+v", f)
+	}
+	if err := p.(airlock.Resizer).Resize(100, 30); err != nil {
+		t.Fatalf("Resize: %v", err)
+	}
+	f := a.expect(protocol.TResize)
+	var m protocol.ResizeRequest
+	if err := protocol.Decode(f.Payload, &m); err != nil || f.Stream != id || m != (protocol.ResizeRequest{Cols: 100, Rows: 30}) {
+		t.Fatalf("resize frame %+v: %v", f, err)
+	}
+	a.send(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: []byte("file\r\n")})
+	a.send(protocol.Frame{Type: protocol.TExit, Stream: id, Payload: []byte(`{"code":0}`)})
+	if st, err := waitProcess(t, p); err != nil || st.Code != 0 || out.String() != "file\r\n" {
+		t.Fatalf("status %+v, %v, out %q", st, err, out.String())
+	}
+
+	// Output from before the offset: a violation, and the attach fails.
+	if _, _, _, err := startTerminalAttach(t, c, a, 43, 100, protocol.Response{PID: 43, Offset: 99}, nil); err == nil {
+		t.Fatal("an attach that resends held output was taken")
+	}
+
+	// Bad arguments never reach the agent.
+	if _, _, err := c.AttachTerminal(context.Background(), 0, 0, nil); err == nil {
+		t.Fatal("AttachTerminal of pid 0 was sent")
+	}
+	if _, _, err := c.AttachTerminal(context.Background(), 5, -1, nil); err == nil {
+		t.Fatal("AttachTerminal at a negative offset was sent")
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- c.Detach(context.Background(), 42) }()
+	rid, req := a.expectRequest()
+	if req.Op != protocol.OpDetach || req.PID != 42 || req.Stdin || req.Offset != 0 {
+		t.Fatalf("detach request %+v", req)
+	}
+	a.respond(rid, protocol.Response{PID: 42})
+	if err := <-done; err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	checkHealthy(t, c, a)
+}

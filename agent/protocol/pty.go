@@ -15,6 +15,10 @@ import (
 // MaxPTYCells bounds either side of a terminal.
 const MaxPTYCells = airlock.MaxPTYCells
 
+// PTYSize is the domain's: a terminal's size (ExecRequest.PTY,
+// ProcessInfo.PTY).
+type PTYSize = airlock.PTYSize
+
 // ResizeRequest is a terminal's new size in character cells.
 type ResizeRequest struct {
 	Cols int `json:"cols"`

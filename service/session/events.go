@@ -22,7 +22,8 @@ import (
 // queued in the same transaction) never holds a session's calls, and
 // the events of a session are written in the order they happened (the
 // store's order is the feed's). Close and Detach write what is queued
-// before they return.
+// before they return. What a crash loses from the queue, the next start
+// writes from the sessions' records (events_recover.go).
 
 // Bounds of the event queue.
 const (

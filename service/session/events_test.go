@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/service/session"
 )
 
@@ -128,4 +129,92 @@ func TestEventsDoNotHoldSessions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lostSink loses every event, as a server that crashed before its event
+// writer wrote them would.
+type lostSink struct{}
+
+func (lostSink) RecordEvent(ctx context.Context, ev *airlock.Event) error {
+	return airlock.Errorf(airlock.EINVALID, "lost: the server crashed before writing it")
+}
+
+// A crash loses the events queued in memory, not the transitions: the
+// next start (on the same store, the first run abandoned without Close)
+// compares each session's record with its newest event and writes what
+// is missing, marked recovered, in order: a paused session's created and
+// paused, a deleted session's end with its reason. A start after that
+// writes nothing more, and later events follow the recovered ones.
+func TestEventsSurviveCrash(t *testing.T) {
+	ctx := ctxFor(t, 5*time.Minute)
+	first := newStack(t, func(c *session.Config) { c.Events = lostSink{} })
+	c := first.a.c
+	paused := first.create(first.a, airlock.CreateSessionRequest{Image: "base", TimeoutS: 900})
+	if _, err := c.PauseSession(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	deleted := first.create(first.a, airlock.CreateSessionRequest{Image: "base", TimeoutS: 900})
+	if _, err := c.DeleteSession(ctx, deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+	feed := func() []*airlock.Event {
+		t.Helper()
+		evs, err := first.store.ListEvents(ctx, airlock.EventFilter{TenantID: first.a.tenant.ID, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	if evs := feed(); len(evs) != 0 {
+		t.Fatalf("events before the crash: %+v", evs)
+	}
+
+	second := newBareStack(t, teststack.Options{Store: first.store, BlobDir: first.BlobDir, MasterKey: first.MasterKey})
+	if _, err := second.mgr.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	type want struct{ session, typ, reason string }
+	check := func(evs []*airlock.Event, wants []want, recovered int) {
+		t.Helper()
+		if len(evs) != len(wants) {
+			t.Fatalf("%d events, want %d: %+v", len(evs), len(wants), evs)
+		}
+		for i, w := range wants {
+			ev := evs[i]
+			if ev.SessionID != w.session || ev.Type != w.typ || ev.Reason != w.reason || ev.ID == "" {
+				t.Errorf("event %d: %s %s %q, want %s %s %q", i, ev.SessionID, ev.Type, ev.Reason, w.session, w.typ, w.reason)
+			}
+			if got := ev.Data[airlock.RecoveredData] == true; got != (i < recovered) {
+				t.Errorf("event %d (%s): recovered %v", i, ev.Type, got)
+			}
+		}
+	}
+	wants := []want{
+		{paused.ID, airlock.EventSessionCreated, ""},
+		{paused.ID, airlock.EventSessionPaused, ""},
+		{deleted.ID, airlock.EventSessionEnded, airlock.EndDeleted},
+	}
+	check(feed(), wants, 3)
+
+	// Another start finds nothing missing.
+	if _, err := second.mgr.Recover(ctx); err != nil {
+		t.Fatalf("recover again: %v", err)
+	}
+	check(feed(), wants, 3)
+
+	// Later transitions follow, as ever.
+	c2 := second.newClientFor(first.a)
+	if _, err := c2.ResumeSession(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.DeleteSession(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	wants = append(wants, want{paused.ID, airlock.EventSessionResumed, airlock.PauseByRequest}, want{paused.ID, airlock.EventSessionEnded, airlock.EndDeleted})
+	deadline := time.Now().Add(time.Minute)
+	for len(feed()) < len(wants) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	check(feed(), wants, 3)
+	second.checkClean()
 }

@@ -154,6 +154,7 @@ func (m *Manager) forkMemory(ctx context.Context, tenant *airlock.Tenant, id str
 	}
 	base := filepath.Join(m.cfg.Keep.PauseDir, "fork-"+id+"-"+airlock.NewID()[:6])
 	started := m.cfg.Now()
+	m.suspendPTYs(ctx, l)
 	if err := lease.Pause(context.WithoutCancel(ctx), base); err != nil {
 		return nil, m.unfreeze(ctx, l, err)
 	}
@@ -224,6 +225,7 @@ func (m *Manager) resumeInPlace(ctx context.Context, tenant *airlock.Tenant, l *
 	l.pausing = false
 	m.persist(ctx, l)
 	l.mu.Unlock()
+	m.reattachPTYs(cctx, l)
 	go m.watch(l)
 	return nil
 }

@@ -427,10 +427,12 @@ func (m *Manager) pause(ctx context.Context, l *live, why string) (*airlock.Sess
 		m.rewatch(l)
 		return nil, err
 	}
+	m.suspendPTYs(ctx, l)
 	if err := lease.Pause(context.WithoutCancel(ctx), dir); err != nil {
 		m.cfg.Keep.Store.DeletePause(context.WithoutCancel(ctx), id)
 		return nil, m.unfreeze(ctx, l, err)
 	}
+	m.keepPTYs(l) // before it is paused on record: a resume may follow at once
 	l.mu.Lock()
 	l.lease = nil
 	l.rec.PausedAt = &now
@@ -494,6 +496,7 @@ func (m *Manager) unfreeze(ctx context.Context, l *live, err error) error {
 		return airlock.Problem(airlock.EUNAVAILABLE, "pause-failed", "session %s could not be saved and its sandbox ended", l.rec.ID)
 	default:
 	}
+	m.reattachPTYs(context.WithoutCancel(ctx), l)
 	m.rewatch(l)
 	return airlock.Problem(airlock.EUNAVAILABLE, "pause-failed", "session %s could not be saved; it goes on running", l.rec.ID).RetryLater(5 * time.Second)
 }
@@ -594,6 +597,8 @@ func (m *Manager) resume(ctx context.Context, tenant *airlock.Tenant, id, by str
 	now := m.cfg.Now().UTC()
 	l = newLive(*rec)
 	l.lease = lease
+	// Its terminals are back before any call reaches it.
+	m.resumePTYs(cctx, l, tenant)
 	l.rec.ExpiresAt = rec.ExpiresAt.Add(now.Sub(p.PausedAt))
 	if least := now.Add(time.Duration(rec.Limits.TimeoutS) * time.Second); l.rec.ExpiresAt.Before(least) {
 		// Paused at its timeout: a resume gives it its timeout again.
@@ -685,6 +690,7 @@ func (m *Manager) deletePaused(ctx context.Context, tenant *airlock.Tenant, id s
 // endPaused ends a paused session and removes its saved sandbox.
 func (m *Manager) endPaused(ctx context.Context, s *airlock.Session, reason, detail string) error {
 	ctx = context.WithoutCancel(ctx)
+	m.endPausedPTYs(s.ID)
 	if p, err := m.cfg.Keep.Store.Pause(ctx, s.TenantID, s.ID); err == nil {
 		os.RemoveAll(p.Dir)
 	}

@@ -27,6 +27,8 @@ type Manager struct {
 	keep keepState // pauses and resumes (keep.go)
 
 	events eventQueue // lifecycle events waiting to be written (events.go)
+
+	pausedPTYs pausedPTYs // the terminals of paused sessions (pty.go)
 }
 
 var _ airlock.SessionService = (*Manager)(nil)
@@ -40,7 +42,7 @@ type live struct {
 	uploads  int              // of them, PutFile calls
 	procs    map[int]*running
 	contexts map[string]*codeContext
-	ptys     ptyTable      // terminals; see pty.go
+	ptys     *ptyTable     // terminals; see pty.go (kept across a pause)
 	ended    chan struct{} // closed once the session is final
 	// detached is closed when the server lets go of the session's
 	// sandbox at a clean stop: calls end, programs go on.
@@ -97,6 +99,7 @@ func newLive(rec airlock.Session) *live {
 		rec:      rec,
 		procs:    map[int]*running{},
 		contexts: map[string]*codeContext{},
+		ptys:     &ptyTable{},
 		ended:    make(chan struct{}),
 		detached: make(chan struct{}),
 		unwatch:  make(chan struct{}),
@@ -125,6 +128,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	err := m.each(all, func(l *live) error {
 		return m.destroy(ctx, l, airlock.SessionDestroyed, airlock.EndShutdown, "the server shut down")
 	})
+	m.pausedPTYs.endAll(errServerStopped)
 	m.flushEvents(ctx)
 	return err
 }
@@ -139,6 +143,7 @@ func (m *Manager) Close(ctx context.Context) error {
 func (m *Manager) Detach(ctx context.Context) error {
 	all := m.shutdown()
 	defer m.flushEvents(ctx)
+	defer m.pausedPTYs.endAll(errServerStopped)
 	return m.each(all, func(l *live) error {
 		l.mu.Lock()
 		state := l.rec.State
@@ -439,6 +444,7 @@ func (m *Manager) finish(ctx context.Context, l *live, lease *provision.Lease, f
 	m.move(ctx, l, final)
 	l.mu.Unlock()
 	m.forget(l)
+	l.ptys.endAll(errSessionEnded)
 	close(l.ended)
 	return err
 }

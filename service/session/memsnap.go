@@ -76,6 +76,7 @@ func (m *Manager) createMemorySnapshot(ctx context.Context, tenant *airlock.Tena
 
 	base := filepath.Join(k.PauseDir, "snap-"+id+"-"+airlock.NewID()[:6])
 	started := m.cfg.Now()
+	m.suspendPTYs(ctx, l)
 	if err := lease.Pause(context.WithoutCancel(ctx), base); err != nil {
 		return nil, m.unfreeze(ctx, l, err)
 	}

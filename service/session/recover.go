@@ -38,8 +38,12 @@ const recoverParallel = 8
 // nothing of (a cell, say) is recorded as interrupted. A session whose
 // sandbox cannot be reattached is ended (end reason server_restarted,
 // with why), as is one that was still being created (failed; its
-// idempotency key is freed for a retry) or being destroyed.
+// idempotency key is freed for a retry) or being destroyed. Its
+// terminals are taken back too (pty.go). Before all that, the events of
+// transitions that a crash of the previous run lost are written
+// (events_recover.go).
 func (m *Manager) Recover(ctx context.Context) (Recovery, error) {
+	m.recoverEvents(ctx) // first: the feed keeps each session's order
 	left, err := m.cfg.Sessions.LiveSessions(ctx)
 	if err != nil {
 		return Recovery{}, err
@@ -153,6 +157,8 @@ func (m *Manager) recoverOne(ctx context.Context, s *airlock.Session) (Recovery,
 			}}
 		}
 	}
+	// Its terminals: retained programs tagged with their PTY IDs.
+	m.adoptPTYs(ctx, l, tenant)
 	procs, err := agent.Processes(ctx)
 	if err != nil {
 		m.cfg.Logger.Warn("the reattached agent did not list its programs", "session", s.ID, "err", err)

@@ -12,8 +12,7 @@ import (
 // TestAutoResumeOnPreviewAndAttach: a paused session whose lifecycle has
 // auto_resume is resumed by a preview request (which is then served by
 // the server that was running when it paused) and by a terminal attach
-// (which then finds the terminal gone with the pause: 404
-// pty-not-found, never a WebSocket that closes at once). Without
+// (which then finds the terminal, which outlived the pause). Without
 // auto_resume both are 409 session-paused and the session stays paused.
 // Another tenant's key and a revoked key are refused and resume
 // nothing.
@@ -106,13 +105,20 @@ until python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8000))' 
 		t.Fatalf("after the preview: %s", got)
 	}
 
-	// Paused again: a terminal attach resumes it; the terminal ended
-	// with the pause.
+	// Paused again: a terminal attach resumes it; the terminal outlived
+	// the pause (see TestPTYSurvivesPause for what it holds).
 	if _, err := c.PauseSession(ctx, auto.ID); err != nil {
 		t.Fatal(err)
 	}
-	st, ct, b = attach(auto, s.a.key)
-	wantStatus("attach to a paused session with auto_resume", st, ct, b, http.StatusNotFound, "pty-not-found")
+	conn, err := c.AttachPTY(ctx, auto.ID, ptys[auto.ID])
+	if err != nil {
+		t.Fatalf("attach to a paused session with auto_resume: %v", err)
+	}
+	r := readTerm(conn)
+	conn.Write([]byte("echo back-$((6*7))\n"))
+	r.waitFor(t, "back-42\r\n")
+	conn.Close()
+	r.end(t)
 	if got := state(auto); got != airlock.SessionReady {
 		t.Fatalf("after the attach: %s", got)
 	}

@@ -254,3 +254,65 @@ func testPruneEvents(t *testing.T, bk Backend) {
 		t.Fatalf("after everything was pruned: %+v %v", after, err)
 	}
 }
+
+// testLastSessionEvents: each of the node's live sessions, and each that
+// ended since the given time, comes with its newest event's type ("" for
+// none, another tenant's event of the same session ID not counted); one
+// that ended before is left out.
+func testLastSessionEvents(t *testing.T, bk Backend) {
+	ctx := context.Background()
+	db := bk.fresh(t)
+	a, b := mustTenant(t, db, "a"), mustTenant(t, db, "b")
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	mk := func(state airlock.SessionState, endedAt *time.Time) *airlock.Session {
+		t.Helper()
+		s := newSession(a.ID)
+		if err := db.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		s.State, s.EndedAt = state, endedAt
+		if state.Final() {
+			s.EndReason = airlock.EndDeleted
+		}
+		if err := db.UpdateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	recent, old := now.Add(-time.Hour), now.Add(-48*time.Hour)
+	ready := mk(airlock.SessionReady, nil)
+	paused := mk(airlock.SessionPaused, nil)
+	ended := mk(airlock.SessionDestroyed, &recent)
+	gone := mk(airlock.SessionDestroyed, &old)
+	for _, ev := range []*airlock.Event{
+		{Type: airlock.EventSessionCreated, TenantID: a.ID, SessionID: ready.ID},
+		{Type: airlock.EventSessionCreated, TenantID: a.ID, SessionID: paused.ID},
+		{Type: airlock.EventSessionPaused, TenantID: a.ID, SessionID: paused.ID},
+		{Type: airlock.EventSessionEnded, TenantID: b.ID, SessionID: ended.ID},
+		{Type: airlock.EventSessionCreated, TenantID: a.ID, SessionID: gone.ID},
+	} {
+		if err := db.RecordEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.LastSessionEvents(ctx, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]string{}
+	for _, g := range got {
+		if g.Session == nil || g.Session.TenantID != a.ID {
+			t.Fatalf("entry %+v", g)
+		}
+		last[g.Session.ID] = g.LastType
+	}
+	want := map[string]string{ready.ID: airlock.EventSessionCreated, paused.ID: airlock.EventSessionPaused, ended.ID: ""}
+	if len(last) != len(want) {
+		t.Fatalf("got %v, want %v", last, want)
+	}
+	for id, typ := range want {
+		if l, ok := last[id]; !ok || l != typ {
+			t.Errorf("session %s: last %q (listed %v), want %q", id, l, ok, typ)
+		}
+	}
+}

@@ -19,6 +19,7 @@ type Store interface {
 	airlock.QuotaStore
 	airlock.AbuseStore
 	airlock.EventStore
+	airlock.SessionEventGaps
 	airlock.WebhookStore
 	airlock.EventPruner
 	airlock.KeepStore
@@ -108,6 +109,7 @@ var tests = []struct {
 	{"SnapshotsAndKeys", testSnapshotsAndKeys},
 	{"NodeScopedRecords", testNodeScopedRecords},
 	{"EventFeed", testEventFeed},
+	{"LastSessionEvents", testLastSessionEvents},
 	{"WebhookQueue", testWebhookQueue},
 	{"PruneEvents", testPruneEvents},
 	{"SessionLifecycleStored", testSessionLifecycleStored},
