@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/api/console"
+	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/node"
@@ -225,9 +226,18 @@ func TestConsoleTemplatesVolumesEventsWebhooks(t *testing.T) {
 		chromedp.SetUploadFiles(chromedp.CSS("#build-context"), []string{tarPath}),
 		chromedp.Click(chromedp.CSS("#build-template button[type=submit]")),
 		poll(`location.hash === '#/templates/tools'`))
+	// The page reads the log while the build runs, and the same stream
+	// ends with the build; the page is not loaded again.
+	p.step("the build under way", poll(text("#template-log-state")+`.startsWith('Building')`),
+		chromedp.Evaluate[chromedp.Void](`window.samePage = true`))
+	testreq.Eventually(t, 10*time.Minute, "the template to build", func() bool {
+		tpl, err := a.Client.Template(ctx, "tools")
+		return err == nil && tpl.Status != airlock.TemplateBuilding
+	})
 	p.step("watch its log", poll(text("#template-log")+`.includes('step-3')`),
 		poll(text("#template-status")+` === 'ready'`),
-		poll(text("#template-log-state")+`.startsWith('The build is over: ready')`))
+		poll(text("#template-log-state")+`.startsWith('The build is over: ready')`),
+		poll(`window.samePage === true`))
 	logText := eval[string](p, text("#template-log"))
 	if !strings.Contains(logText, "hello from the context") || !strings.Contains(logText, `<b id="pwnlog">bold</b>`) || !eval[bool](p, markupCheck) {
 		t.Errorf("the build log shown: %q", logText)
@@ -239,8 +249,12 @@ func TestConsoleTemplatesVolumesEventsWebhooks(t *testing.T) {
 	}
 
 	// A session from it, by the page's button.
-	p.step("start a session from the template", chromedp.Click(chromedp.CSS("#template-start")),
-		poll(sessionFromHash+` !== '' && `+text("#session-state")+` === 'ready'`))
+	p.step("start a session from the template", chromedp.Click(chromedp.CSS("#template-start")))
+	testreq.Eventually(t, 5*time.Minute, "the session from the template", func() bool {
+		page, err := a.Client.ListSessions(ctx, client.ListSessionsOptions{LiveOnly: true})
+		return err == nil && len(page.Sessions) == 1 && page.Sessions[0].State == airlock.SessionReady
+	})
+	p.step("its page", poll(sessionFromHash+` !== '' && `+text("#session-state")+` === 'ready'`))
 	fromTpl := eval[string](p, sessionFromHash)
 	cleanup = append(cleanup, fromTpl)
 	if e, err := a.Client.Exec(ctx, fromTpl, airlock.SessionExecRequest{Shell: "cat /opt/hello.txt"}); err != nil || e.Stdout != "hello from the context\n" {
@@ -315,6 +329,19 @@ func TestConsoleTemplatesVolumesEventsWebhooks(t *testing.T) {
 	}
 
 	// ---- events: the feed, newest first, linked to the sessions.
+	testreq.Eventually(t, 30*time.Second, "both sessions' ended events", func() bool {
+		page, err := a.Client.Events(ctx, "", 500)
+		if err != nil {
+			return false
+		}
+		ended := 0
+		for _, ev := range page.Events {
+			if ev.Type == airlock.EventSessionEnded && (ev.SessionID == fromTpl || ev.SessionID == withVol.ID) {
+				ended++
+			}
+		}
+		return ended == 2
+	})
 	// The newest event: its fields hold markup.
 	if err := s.Store.RecordEvent(ctx, &airlock.Event{Type: airlock.EventSessionPaused, TenantID: a.ID, SessionID: `<b id="pwnsid">s</b>`, Reason: "request",
 		Detail: `<img src=x id=pwnevent onerror="window.pwned=1">`}); err != nil {
