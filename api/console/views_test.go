@@ -99,9 +99,10 @@ func contextTar(t *testing.T, hello string) string {
 	return path
 }
 
-// markup is what the test puts where the API returns text of others'
-// choosing; none of it may become an element.
-const markupCheck = `document.querySelector('#pwnlog, #pwnurl, #pwnevent, #pwnsid, #pwnreason') === null && window.pwned === undefined`
+// markupCheck is a page condition: none of the markup the test puts
+// where the API returns text of others' choosing became an element, and
+// no script of it ran.
+const markupCheck = `document.querySelector('#pwnlog, svg[onload], #pwnevent, #pwnsid, #pwnreason') === null && window.pwned === undefined`
 
 // TestConsoleTemplatesVolumesEventsWebhooks drives the console's views of
 // templates, volumes, the event feed and webhooks in headless Chromium
@@ -173,7 +174,7 @@ func TestConsoleTemplatesVolumesEventsWebhooks(t *testing.T) {
 		})
 		return err
 	}))
-	hookURL := rcv.URL + `/hook?x=<img/src=x/id=pwnurl>`
+	hookURL := rcv.URL + `/hook?x=<svg/onload=window.pwned=1>`
 	p.step("create a webhook", hash("#/webhooks"),
 		chromedp.WaitVisible(chromedp.CSS("#webhook-url")),
 		poll(`document.getElementById('no-webhooks') !== null`),
