@@ -25,17 +25,26 @@ import (
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/node"
 	"github.com/airlockhq/airlock/service/quota"
+	"github.com/airlockhq/airlock/service/watch"
 	"github.com/airlockhq/airlock/service/webhook"
 )
 
-// newViewStack is a node with the console beside the API, templates on
-// (built with the test's agent), volumes under a quota, and webhooks
-// that may reach the test's loopback receiver, polled and retried fast.
+// newViewStack is a node with the console beside the API, watched
+// sessions, templates on (built with the test's agent), volumes under a
+// quota, and webhooks that may reach the test's loopback receiver,
+// polled and retried fast.
 func newViewStack(t *testing.T) *teststack.Stack {
 	return teststack.New(t, teststack.Options{
 		MaxTimeout: 5 * time.Minute,
 		Quotas:     quota.Limits{quota.Sessions: 4, quota.VolumeBytes: 256 << 20},
 		Templates:  &node.TemplatesConfig{},
+		WrapSessions: func(svc airlock.SessionService) airlock.SessionService {
+			w, err := watch.New(watch.Config{Sessions: svc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		},
 		Node: func(c *node.Config) {
 			c.Webhooks.AllowPrivate = true
 			c.Webhooks.Interval = 100 * time.Millisecond
@@ -169,10 +178,14 @@ func TestConsoleTemplatesVolumesEventsWebhooks(t *testing.T) {
 
 	// ---- webhooks: create one; its secret shown once, copied.
 	p.step("allow the clipboard", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Call(ctx, browser.GrantPermissions, browser.GrantPermissionsParams{
-			Permissions: []browser.PermissionType{browser.PermissionTypeClipboardReadWrite, browser.PermissionTypeClipboardSanitizedWrite},
-		})
-		return err
+		for _, name := range []string{"clipboard-read", "clipboard-write"} {
+			if _, err := chromedp.Call(ctx, browser.SetPermission, browser.SetPermissionParams{
+				Permission: &browser.PermissionDescriptor{Name: name}, Setting: browser.PermissionSettingGranted,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
 	hookURL := rcv.URL + `/hook?x=<svg/onload=window.pwned=1>`
 	p.step("create a webhook", hash("#/webhooks"),
