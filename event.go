@@ -57,12 +57,18 @@ const (
 	PauseByIdle    = "idle"    // its idle timeout passed with on_timeout pause
 )
 
-// EventFilter selects events oldest first after a cursor. An empty
-// TenantID (the operator's view) selects every tenant's.
+// EventFilter selects events oldest first after a cursor, or (Newest)
+// newest first before it. An empty TenantID (the operator's view)
+// selects every tenant's; a SessionID only that session's.
 type EventFilter struct {
-	TenantID string
-	After    string // cursor: an event ID; "" from the oldest kept
-	Limit    int
+	TenantID  string
+	SessionID string
+	// After is the cursor, an event ID: oldest first, the events after
+	// it ("" from the oldest kept); with Newest, the events before it
+	// ("" from the newest).
+	After  string
+	Newest bool
+	Limit  int
 }
 
 // EventPage is one page of events, oldest first. NextCursor is the ID of
@@ -78,7 +84,8 @@ type EventPage struct {
 type EventStore interface {
 	RecordEvent(ctx context.Context, ev *Event) error
 	// ListEvents returns up to f.Limit events after f.After, oldest
-	// first. A cursor not in the selected set is EINVALID.
+	// first (with f.Newest: before it, newest first). A cursor that is
+	// not one of the tenant's events is EINVALID.
 	ListEvents(ctx context.Context, f EventFilter) ([]*Event, error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"database/sql"
@@ -102,7 +103,9 @@ func scanEvent(row scanner) (*airlock.Event, error) {
 }
 
 // ListEvents returns up to f.Limit events after the cursor f.After,
-// oldest first: the tenant's, or every tenant's when TenantID is empty.
+// oldest first, or with f.Newest before it, newest first: the tenant's,
+// or every tenant's when TenantID is empty; only f.SessionID's when it
+// is set. The cursor may be any of the tenant's events, of any session.
 func (db *DB) ListEvents(ctx context.Context, f airlock.EventFilter) ([]*airlock.Event, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
@@ -113,10 +116,15 @@ func (db *DB) ListEvents(ctx context.Context, f airlock.EventFilter) ([]*airlock
 	limit = min(limit, MaxListLimit)
 	out := []*airlock.Event{}
 	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
-		var after int64
+		// seq of the cursor: oldest first reads above it, newest first
+		// below it.
+		var cursor int64
+		if f.Newest {
+			cursor = math.MaxInt64
+		}
 		if f.After != "" {
 			err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE id = $1 AND ($2 = '' OR tenant_id = $2)`,
-				f.After, f.TenantID).Scan(&after)
+				f.After, f.TenantID).Scan(&cursor)
 			if errors.Is(err, sql.ErrNoRows) {
 				pruned, perr := cursorPruned(ctx, tx, f.After)
 				if perr != nil {
@@ -125,15 +133,24 @@ func (db *DB) ListEvents(ctx context.Context, f airlock.EventFilter) ([]*airlock
 				if !pruned {
 					return airlock.Problem(airlock.EINVALID, "invalid-cursor", "unknown cursor %q", f.After)
 				}
-				// The cursor's event was pruned: read on from the
-				// oldest kept.
-				after = 0
+				// The cursor's event was pruned: oldest first reads on
+				// from the oldest kept; newest first there is nothing
+				// older left.
+				if f.Newest {
+					return nil
+				}
+				cursor = 0
 			} else if err != nil {
 				return err
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM events
-			WHERE ($1 = '' OR tenant_id = $1) AND seq > $2 ORDER BY seq LIMIT $3`, f.TenantID, after, limit)
+		q := `SELECT ` + eventColumns + ` FROM events
+			WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR session_id = $2) AND seq > $3 ORDER BY seq LIMIT $4`
+		if f.Newest {
+			q = `SELECT ` + eventColumns + ` FROM events
+			WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR session_id = $2) AND seq < $3 ORDER BY seq DESC LIMIT $4`
+		}
+		rows, err := tx.QueryContext(ctx, q, f.TenantID, f.SessionID, cursor, limit)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,8 @@ const sessionFromHash = `(location.hash.match(/^#\/sessions\/([^/?]+)$/) || [])[
 // snapshot, pauses (state paused, files kept), resumes (the files are
 // there), forks (the fork has them too), and ends (end reason deleted); the snapshot is restored into a
 // new session with the same files and deleted; usage shows the quotas;
-// events page through abuse events and show the session's events; a key
+// events page through abuse events and the feed shows the session's
+// events (created, ended for the reason deleted); a key
 // is created (its secret shown once, stored nowhere) and revoked; the key
 // a tab signed in with, revoked from that tab, signs it out; another
 // tenant's key sees none of it. Screenshots at 1280 and 390 pixels wide.
@@ -317,12 +318,12 @@ func TestConsoleActions(t *testing.T) {
 		poll(text(`tr[data-quota="executions_per_minute"] .limit`)+` === '200 executions'`))
 	p.shot("usage-1280.png")
 
-	// Events: 50 abuse events, then the older 3; the session's events
-	// (created, ended and why).
+	// Events: 50 abuse events, then the older 3; the feed has the
+	// session's events (created, ended and why).
 	p.step("events", hash("#/events"),
 		poll(`document.querySelectorAll('tr[data-event]').length === 50`),
-		poll(fmt.Sprintf(`[...document.querySelectorAll('#session-events tbody tr')].some(r => r.textContent.includes(%q) && r.textContent.includes('deleted'))`, id)),
-		poll(fmt.Sprintf(`[...document.querySelectorAll('#session-events tbody tr')].some(r => r.textContent.includes(%q) && r.querySelector('.badge').textContent === 'created')`, id)))
+		poll(fmt.Sprintf(`[...document.querySelectorAll('tr[data-feed-event][data-type="session.ended"]')].some(r => r.textContent.includes(%q) && r.textContent.includes('deleted'))`, id)),
+		poll(fmt.Sprintf(`[...document.querySelectorAll('tr[data-feed-event][data-type="session.created"]')].some(r => r.textContent.includes(%q) && r.querySelector('.badge').textContent === 'session.created')`, id)))
 	if eval[bool](p, `document.getElementById('pwn') !== null || !document.body.textContent.includes('event 52 <img src=x id=pwn>')`) {
 		t.Error("an abuse event's summary was not shown as text")
 	}

@@ -4,10 +4,16 @@
 // POST /v1/sessions, pause, resume, snapshot, fork, end; a session's page
 // runs code in cells, uploads, downloads and deletes files, and streams
 // the live output of whatever runs in it); snapshots (restore into a new
-// session, delete); the tenant's API keys (create, with the secret shown
-// once, and revoke); its usage of each quota; its abuse and session
-// events; and the egress log of sessions and networked one-shot runs. It
-// is plain HTML, CSS and JavaScript embedded in the binary: no build step.
+// session, delete); templates (build from a Dockerfile with an uploaded
+// context, import from an image reference, the build log streamed,
+// start a session, delete); volumes (create, who has one mounted,
+// delete); the tenant's API keys (create, with the secret shown once,
+// and revoke); its usage of each quota; its event feed (newest first,
+// by session, older pages on demand) and abuse events; its webhooks
+// (create, with the signing secret shown once, delete, the delivery log
+// and replay); and the egress log of sessions and networked one-shot
+// runs. It is plain HTML, CSS and JavaScript embedded in the binary: no
+// build step.
 //
 // It owns the page's assets and the headers they are served with (a
 // strict Content-Security-Policy: scripts and styles of this origin only,

@@ -15,7 +15,9 @@ import (
 // script the page loads is there as JavaScript under the strict
 // Content-Security-Policy; other methods are refused; /console redirects
 // relatively; the scripts use no sink that turns a string into HTML or
-// code, and keep the key out of local storage and URLs.
+// code, and keep the key out of local storage and URLs; every view
+// (templates, volumes, events and webhooks among them) has its script
+// and its section.
 func TestHandler(t *testing.T) {
 	h := console.Handler()
 	get := func(method, path string) *http.Response {
@@ -37,6 +39,21 @@ func TestHandler(t *testing.T) {
 	scripts := regexp.MustCompile(`<script src="([a-z]+\.js)" defer></script>`).FindAllStringSubmatch(page, -1)
 	if len(scripts) < 2 || scripts[len(scripts)-1][1] != "app.js" {
 		t.Fatalf("the page's scripts: %v (app.js, the router, must load last)", scripts)
+	}
+	// Every view has its script and its section in the top bar.
+	for _, view := range []string{"executions", "sessions", "templates", "volumes", "snapshots", "events", "webhooks", "egress"} {
+		if !strings.Contains(page, `<a href="#/`+view+`" data-section="`+view+`">`) {
+			t.Errorf("the top bar has no %s section", view)
+		}
+	}
+	loaded := map[string]bool{}
+	for _, s := range scripts {
+		loaded[s[1]] = true
+	}
+	for _, js := range []string{"templates.js", "volumes.js", "events.js", "webhooks.js"} {
+		if !loaded[js] {
+			t.Errorf("the page does not load %s", js)
+		}
 	}
 	if strings.Contains(strings.ReplaceAll(page, `<script src=`, ``), "<script") {
 		t.Error("the page has an inline script")

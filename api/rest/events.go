@@ -54,9 +54,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // feed answers a page of the event feed of one tenant (tenantID), or of
-// every tenant ("", the operator's view): ?cursor=&limit=, oldest first.
-// next_cursor is the ID of the page's last event (the cursor given when
-// there is none yet): pass it back to read on.
+// every tenant ("", the operator's view): ?cursor=&limit=, oldest first,
+// or with order=newest newest first (the cursor then reads the older
+// events); session_id= keeps one session's events. next_cursor is the ID
+// of the page's last event (the cursor given when there is none): pass
+// it back to read on.
 func (s *Server) feed(w http.ResponseWriter, r *http.Request, tenantID string) {
 	q := r.URL.Query()
 	limit, err := pageLimit(q.Get("limit"), q.Has("limit"))
@@ -69,9 +71,22 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request, tenantID string) {
 		s.error(w, r, errorf(airlock.EINVALID, "invalid-cursor", "cursor is not a cursor this API returned"))
 		return
 	}
+	f := airlock.EventFilter{TenantID: tenantID, SessionID: q.Get("session_id"), After: cursor, Limit: limit}
+	switch q.Get("order") {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		s.error(w, r, errorf(airlock.EINVALID, "invalid-filter", "order must be oldest or newest"))
+		return
+	}
+	if len(f.SessionID) > maxCursorBytes {
+		s.error(w, r, errorf(airlock.EINVALID, "invalid-filter", "session_id is not a session ID"))
+		return
+	}
 	page := airlock.EventPage{Events: []*airlock.Event{}, NextCursor: cursor}
 	if s.cfg.Feed != nil {
-		evs, err := s.cfg.Feed.ListEvents(r.Context(), airlock.EventFilter{TenantID: tenantID, After: cursor, Limit: limit})
+		evs, err := s.cfg.Feed.ListEvents(r.Context(), f)
 		if err != nil {
 			s.error(w, r, err)
 			return

@@ -74,7 +74,7 @@ var entries = []Entry{
 	{Slug: "invalid-encoding", Status: 400, Title: "Invalid encoding", Summary: "Encoding must be … or …."},
 	{Slug: "invalid-env", Status: 400, Title: "Invalid env", Summary: "Environment variable name … is not valid (letters, digits and _, not starting with a digi; environment variable … must not contain NUL bytes."},
 	{Slug: "invalid-expiry", Status: 400, Title: "Invalid expiry", Summary: "Expires_at must be in the future."},
-	{Slug: "invalid-filter", Status: 400, Title: "Invalid filter", Summary: "Kind must be one of connection, dns, broker, drops, policy; verdict must be one of allowed, denied, closed, failed."},
+	{Slug: "invalid-filter", Status: 400, Title: "Invalid filter", Summary: "Kind must be one of connection, dns, broker, drops, policy; verdict must be one of allowed, denied, closed, failed; the event feed's order must be oldest or newest."},
 	{Slug: "invalid-fork-count", Status: 400, Title: "Invalid fork count", Summary: "Count must be between 1 and …."},
 	{Slug: "invalid-guard-policy", Status: 400, Title: "Invalid guard policy", Summary: "Guard policy … is not one of off, warn, block."},
 	{Slug: "invalid-idempotency-key", Status: 400, Title: "Invalid idempotency key", Summary: "Idempotency-Key must be sent once; Idempotency-Key must be 1 to … printable ASCII characters without spaces."},

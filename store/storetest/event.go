@@ -65,6 +65,40 @@ func testEventFeed(t *testing.T, bk Backend) {
 	}
 	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: b.ID, After: aIDs[0]})
 	wantCode(t, "another tenant's cursor", err, airlock.EINVALID)
+	// Newest first: the cursor reads the events before it.
+	newest, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, Newest: true, Limit: 2})
+	if err != nil || len(newest) != 2 || newest[0].ID != ab.ID || newest[1].ID != aIDs[3] {
+		t.Fatalf("newest first: %+v %v", newest, err)
+	}
+	older, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, Newest: true, After: newest[1].ID})
+	if err != nil || len(older) != 3 || older[0].ID != aIDs[2] || older[2].ID != aIDs[0] {
+		t.Fatalf("older: %+v %v", older, err)
+	}
+	if none, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, Newest: true, After: aIDs[0]}); err != nil || len(none) != 0 {
+		t.Fatalf("before the oldest: %+v %v", none, err)
+	}
+	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: b.ID, Newest: true, After: aIDs[0]})
+	wantCode(t, "another tenant's cursor, newest first", err, airlock.EINVALID)
+	// One session's: a's s2 only; b's session is not a's, whatever its ID.
+	s2 := &airlock.Event{Type: airlock.EventSessionCreated, TenantID: a.ID, SessionID: "s2"}
+	if err := db.RecordEvent(ctx, s2); err != nil {
+		t.Fatal(err)
+	}
+	for _, newestFirst := range []bool{false, true} {
+		got, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, SessionID: "s2", Newest: newestFirst})
+		if err != nil || len(got) != 1 || got[0].ID != s2.ID {
+			t.Errorf("session s2 (newest first %v): %+v %v", newestFirst, got, err)
+		}
+		got, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, SessionID: "sb", Newest: newestFirst})
+		if err != nil || len(got) != 0 {
+			t.Errorf("b's session through a (newest first %v): %+v %v", newestFirst, got, err)
+		}
+	}
+	// A cursor of another session of the tenant's is a place in the feed.
+	s1, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, SessionID: "s1", Newest: true, After: s2.ID, Limit: 1})
+	if err != nil || len(s1) != 1 || s1[0].ID != ab.ID {
+		t.Errorf("s1 before s2's event: %+v %v", s1, err)
+	}
 	if ev, err := db.Event(ctx, aIDs[3]); err != nil || ev.Type != airlock.EventSessionEnded {
 		t.Errorf("Event: %+v %v", ev, err)
 	}
@@ -240,6 +274,10 @@ func testPruneEvents(t *testing.T, bk Backend) {
 	after, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: evs[0].ID})
 	if err != nil || len(after) != 1 || after[0].ID != evs[2].ID {
 		t.Fatalf("after a pruned cursor: %+v %v", after, err)
+	}
+	// Newest first, there is nothing older than a pruned cursor.
+	if before, err := db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: evs[0].ID, Newest: true}); err != nil || len(before) != 0 {
+		t.Fatalf("before a pruned cursor: %+v %v", before, err)
 	}
 	// Another tenant's kept event, and what is no event ID, stay refused.
 	_, err = db.ListEvents(ctx, airlock.EventFilter{TenantID: a.ID, After: other.ID})

@@ -1,6 +1,5 @@
 // Airlock console: the tenant's account. Its keys (GET, POST and DELETE
-// /v1/keys), its usage of each quota (GET /v1/usage) and its events
-// (abuse events from GET /v1/events; session events from its sessions).
+// /v1/keys) and its usage of each quota (GET /v1/usage).
 'use strict';
 
 // ---------- keys ----------
@@ -49,14 +48,8 @@ async function renderKeys(signal) {
       action(submit, err, async () => {
         const k = await send('POST', 'v1/keys', req);
         await renderKeys(signal); // the list with the new key, then its secret, once
-        const box = document.getElementById('new-key');
-        const secret = h('input', { id: 'new-key-secret', readonly: true, value: k.key, 'aria-label': 'The new key', spellcheck: 'false', autocomplete: 'off' });
-        box.replaceChildren(h('div', { class: 'card secret', role: 'status' },
-          h('p', {}, h('strong', {}, `Key ${k.name} created.`), ' Copy it now: it is shown this once and cannot be read again.'),
-          secret,
-          h('button', { type: 'button', class: 'quiet', onclick: () => { box.replaceChildren(); } }, 'Done')));
-        secret.focus();
-        secret.select();
+        secretBox(document.getElementById('new-key'), 'new-key-secret', 'The new key',
+          [h('strong', {}, `Key ${k.name} created.`), ' Copy it now: it is shown this once and cannot be read again.'], k.key);
         announce('Key created');
       });
     },
@@ -110,50 +103,4 @@ async function renderUsage(signal) {
     rows.length ? table([['Quota'], ['Window'], ['Used'], ['Limit'], ['Remaining', 'hide-narrow'], ['', 'hide-narrow'], ['Limit from', 'hide-narrow'], ['Resets', 'hide-narrow']], rows, 'Quotas')
       : h('p', { class: 'muted' }, 'No quotas.'));
   announce(`${rows.length} quotas`);
-}
-
-// ---------- events ----------
-
-// renderEvents shows the tenant's abuse events (paged by ?before=) and
-// the events of its sessions: created, paused, ended with the reason
-// (paged by ?sessions_before=).
-async function renderEvents(signal, params) {
-  show(h('h1', {}, 'Events'), h('p', { class: 'muted' }, 'Loading…'));
-  const [ev, sp] = await Promise.all([
-    getJSON('v1/events', { limit: 50, before: params.get('before') || '' }, signal),
-    getJSON('v1/sessions', { state: 'all', limit: 50, before: params.get('sessions_before') || '' }, signal)]);
-  const abuse = ev.events.map(e => h('tr', { 'data-event': e.event_id },
-    h('td', {}, when(e.occurred_at)),
-    h('td', {}, badge(e.detector)),
-    h('td', { class: 'wrap' }, e.summary),
-    h('td', {}, e.action),
-    h('td', {}, e.session_id ? h('a', { href: '#/sessions/' + encodeURIComponent(e.session_id) }, e.session_id)
-      : e.execution_id ? h('a', { href: '#/executions/' + encodeURIComponent(e.execution_id) }, e.execution_id) : ''),
-    h('td', { class: 'wrap hide-narrow' }, e.evidence ? h('details', {}, h('summary', {}, 'evidence'), h('pre', {}, JSON.stringify(e.evidence, null, 2))) : '')));
-  const sessionEvents = [];
-  for (const s of sp.sessions) {
-    sessionEvents.push({ t: s.created_at, s, what: 'created', note: `${s.image}, ${s.size}` });
-    if (s.paused_at) sessionEvents.push({ t: s.paused_at, s, what: 'paused', note: 'files and processes kept' });
-    if (s.ended_at) sessionEvents.push({ t: s.ended_at, s, what: s.state, note: (s.end_reason || '') + (s.end_detail ? ': ' + s.end_detail : '') });
-  }
-  sessionEvents.sort((a, b) => new Date(b.t) - new Date(a.t));
-  const srows = sessionEvents.map(e => h('tr', {},
-    h('td', {}, when(e.t)),
-    h('td', {}, h('a', { href: '#/sessions/' + encodeURIComponent(e.s.session_id) }, e.s.session_id)),
-    h('td', {}, badge(e.what)),
-    h('td', { class: 'wrap' }, e.note)));
-  const keep = (k, v) => { const q = new URLSearchParams(params); q.set(k, v); return '#/events?' + q.toString(); };
-  show(
-    h('h1', {}, 'Events'),
-    h('section', { 'aria-labelledby': 'abuse-h' }, h('h2', { id: 'abuse-h' }, 'Abuse events'),
-      h('p', { class: 'muted' }, 'What the abuse detectors found in this tenant\'s sandboxes (mining, scanning, fork bombs) and what they did.'),
-      abuse.length ? table([['Time'], ['Detector'], ['Summary'], ['Action'], ['Of'], ['Evidence', 'hide-narrow']], abuse, 'Abuse events, newest first')
-        : h('p', { class: 'muted', id: 'no-abuse' }, 'No abuse events.'),
-      ev.next_cursor ? h('p', { class: 'pager' }, h('a', { href: keep('before', ev.next_cursor) }, 'Older abuse events')) : null),
-    h('section', { 'aria-labelledby': 'sev-h' }, h('h2', { id: 'sev-h' }, 'Session events'),
-      h('p', { class: 'muted' }, 'When this tenant\'s sessions were created, paused and ended, and why they ended.'),
-      srows.length ? h('div', { id: 'session-events' }, table([['Time'], ['Session'], ['Event'], ['Detail']], srows, 'Session events, newest first'))
-        : h('p', { class: 'muted' }, 'No sessions.'),
-      sp.next_cursor ? h('p', { class: 'pager' }, h('a', { href: keep('sessions_before', sp.next_cursor) }, 'Older sessions\' events')) : null));
-  announce(`${ev.events.length} abuse events, ${sessionEvents.length} session events`);
 }

@@ -1,6 +1,6 @@
 // Airlock console: sign in and the page router. It loads last: the pages
-// are in core.js, executions.js, sessions.js, snapshots.js, account.js and
-// egress.js.
+// are in core.js, executions.js, sessions.js, snapshots.js, templates.js,
+// volumes.js, account.js, events.js, webhooks.js and egress.js.
 'use strict';
 
 let view = null; // the AbortController of the page shown
@@ -49,6 +49,9 @@ const pages = {
   executions: (signal, parts, params) => parts[1] ? renderExecution(signal, parts[1]) : renderExecutions(signal, params.get('before')),
   sessions: (signal, parts, params) => parts[1] ? renderSession(signal, parts[1]) : renderSessions(signal, params),
   snapshots: (signal, parts, params) => renderSnapshots(signal, params),
+  templates: (signal, parts) => parts[1] ? renderTemplate(signal, parts[1]) : renderTemplates(signal),
+  volumes: signal => renderVolumes(signal),
+  webhooks: (signal, parts, params) => parts[1] ? renderWebhook(signal, parts[1], params) : renderWebhooks(signal),
   keys: signal => renderKeys(signal),
   usage: signal => renderUsage(signal),
   events: (signal, parts, params) => renderEvents(signal, params),

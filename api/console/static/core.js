@@ -213,3 +213,63 @@ function pager(hashPath, cursor, label, extra) {
   q.set('before', cursor);
   return h('p', { class: 'pager' }, h('a', { href: hashPath + '?' + q.toString(), rel: 'next' }, label));
 }
+
+// readEvents reads a response of server-sent events (each one JSON
+// object on one data line) and calls handle(name, data) for each, until
+// the stream ends; an event whose data is not JSON is skipped.
+async function readEvents(resp, handle) {
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let name = 'message', data = '';
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event: ')) name = line.slice(7);
+        else if (line.startsWith('data: ')) data += line.slice(6);
+      }
+      if (!data) continue;
+      let d;
+      try { d = JSON.parse(data); } catch (_) { continue; /* a malformed event is skipped */ }
+      handle(name, d);
+    }
+  }
+}
+
+// chunkBytes is the bytes of an output event: {data} (text) or
+// {data_b64} (other bytes).
+function chunkBytes(d) {
+  if (d.data_b64) return Uint8Array.from(atob(d.data_b64), c => c.charCodeAt(0));
+  return new TextEncoder().encode(d.data || '');
+}
+
+// secretBox shows a secret the API gives once (a new key's, a new
+// webhook's signing secret): read-only, selected, with a copy button and
+// a Done button that drops it from the page. id names the input.
+function secretBox(box, id, label, message, secret) {
+  const input = h('input', { id, readonly: true, value: secret, 'aria-label': label, spellcheck: 'false', autocomplete: 'off' });
+  const copied = h('span', { class: 'muted', role: 'status', id: id + '-copied' });
+  const copy = h('button', { type: 'button', id: id + '-copy', onclick: async () => {
+    input.focus();
+    input.select();
+    try {
+      await navigator.clipboard.writeText(input.value);
+      copied.textContent = 'Copied.';
+    } catch (_) {
+      copied.textContent = 'Selected: press Ctrl+C (or ⌘C) to copy.';
+    }
+    announce(copied.textContent);
+  } }, 'Copy');
+  box.replaceChildren(h('div', { class: 'card secret', role: 'status' },
+    h('p', {}, message),
+    input,
+    h('div', { class: 'actions' }, copy, h('button', { type: 'button', class: 'quiet', onclick: () => { box.replaceChildren(); } }, 'Done'), copied)));
+  input.focus();
+  input.select();
+}

@@ -126,7 +126,9 @@ async function renderSession(signal, id) {
     h('section', { 'aria-labelledby': 'files-h' }, h('h2', { id: 'files-h' }, 'Files'), live ? uploadForm(s.session_id, files, signal) : null, files),
     h('section', { 'aria-labelledby': 'live-h' }, h('h2', { id: 'live-h' }, 'Live output'), liveState, live ? out : null),
     h('section', { 'aria-labelledby': 'segress-h' }, h('h2', { id: 'segress-h' }, 'Egress'),
-      h('p', {}, h('a', { href: '#/egress?session=' + encodeURIComponent(s.session_id) }, 'The egress log of this session, with filters'))));
+      h('p', {}, h('a', { href: '#/egress?session=' + encodeURIComponent(s.session_id) }, 'The egress log of this session, with filters'))),
+    h('section', { 'aria-labelledby': 'sevents-h' }, h('h2', { id: 'sevents-h' }, 'Events'),
+      h('p', {}, h('a', { id: 'session-events-link', href: '#/events?session=' + encodeURIComponent(s.session_id) }, 'The events of this session (created, paused, resumed, ended)'))));
   renderMetrics(s.session_id, metrics, live, signal);
   if (live) {
     follow(s.session_id, out, liveState, signal);
@@ -343,10 +345,7 @@ async function follow(id, out, state, signal) {
   const chunk = (d, stream) => {
     const k = d.run + '/' + stream;
     if (!decoders.has(k)) decoders.set(k, new TextDecoder());
-    let b;
-    if (d.data_b64) b = Uint8Array.from(atob(d.data_b64), c => c.charCodeAt(0));
-    else b = new TextEncoder().encode(d.data || '');
-    return decoders.get(k).decode(b, { stream: true });
+    return decoders.get(k).decode(chunkBytes(d), { stream: true });
   };
   const handle = (name, d) => {
     switch (name) {
@@ -361,26 +360,7 @@ async function follow(id, out, state, signal) {
   };
   try {
     const resp = await call(`v1/sessions/${encodeURIComponent(id)}/output`, null, { signal, headers: { Accept: 'text/event-stream' } });
-    const reader = resp.body.getReader();
-    const dec = new TextDecoder();
-    let buf = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        let name = 'message', data = '';
-        for (const line of block.split('\n')) {
-          if (line.startsWith('event: ')) name = line.slice(7);
-          else if (line.startsWith('data: ')) data += line.slice(6);
-        }
-        if (!data) continue;
-        try { handle(name, JSON.parse(data)); } catch (_) { /* a malformed event is skipped */ }
-      }
-    }
+    await readEvents(resp, handle);
   } catch (err) {
     if (err.name === 'AbortError') return;
     state.textContent = 'Live output is not available: ' + err.message;
