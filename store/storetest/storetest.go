@@ -76,6 +76,7 @@ var tests = []struct {
 	{"BrokerGrants", testBrokerGrants},
 	{"Volumes", testVolumes},
 	{"VolumeClaims", testVolumeClaims},
+	{"VolumeSnapshots", testVolumeSnapshots},
 	{"DeleteTenant", testDeleteTenant},
 	{"SetTenantFirstParty", testSetTenantFirstParty},
 	{"SetTenantIsolation", testSetTenantIsolation},
