@@ -46,6 +46,11 @@ type VolumeMount struct {
 type CreateVolumeRequest struct {
 	Name    string `json:"name"`
 	SizeMiB int64  `json:"size_mib"`
+	// FromSnapshot makes the volume from one of the tenant's volume
+	// snapshots (volume_snapshot.go): its files are written into the new
+	// volume before it is answered. SizeMiB may then be 0 for the size of
+	// the volume the snapshot was taken of.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // Volume size bounds.
@@ -70,6 +75,12 @@ func invalidVolumeName(s string) error {
 func (r *CreateVolumeRequest) Validate() error {
 	if !ValidVolumeName(r.Name) {
 		return invalidVolumeName(r.Name)
+	}
+	if r.FromSnapshot != "" && !ValidVolumeSnapshotID(r.FromSnapshot) {
+		return Problem(EINVALID, "invalid-volume-snapshot", "from_snapshot %q is not a volume snapshot ID", clip(r.FromSnapshot, 80))
+	}
+	if r.FromSnapshot != "" && r.SizeMiB == 0 {
+		return nil // the snapshot's size, checked when it is read
 	}
 	if r.SizeMiB < MinVolumeMiB || r.SizeMiB > MaxVolumeMiB {
 		return Problem(EINVALID, "invalid-volume-size", "size_mib must be %d to %d", MinVolumeMiB, MaxVolumeMiB)
@@ -189,6 +200,8 @@ type VolumeStore interface {
 	ReleaseVolumes(ctx context.Context, sessionID string) error
 	// AllVolumeClaims returns every claim of the node ("" for all).
 	AllVolumeClaims(ctx context.Context, node string) ([]VolumeClaim, error)
+
+	VolumeSnapshotStore
 }
 
 // VolumeService is what the API offers for volumes.
@@ -197,6 +210,13 @@ type VolumeService interface {
 	Volume(ctx context.Context, tenant *Tenant, name string) (*Volume, error)
 	ListVolumes(ctx context.Context, tenant *Tenant) ([]*Volume, error)
 	DeleteVolume(ctx context.Context, tenant *Tenant, name string) error
+
+	// CreateVolumeSnapshot seals a copy of the volume's files into the
+	// blob store; ListVolumeSnapshots and DeleteVolumeSnapshot keep them
+	// (volume_snapshot.go).
+	CreateVolumeSnapshot(ctx context.Context, tenant *Tenant, volume string, req CreateVolumeSnapshotRequest) (*VolumeSnapshot, error)
+	ListVolumeSnapshots(ctx context.Context, tenant *Tenant, volume string) ([]*VolumeSnapshot, error)
+	DeleteVolumeSnapshot(ctx context.Context, tenant *Tenant, volume, id string) error
 }
 
 // VolumeOnSessionDisk reports whether a volume path lies on the session's

@@ -52,3 +52,41 @@ func (c *Client) DeleteVolume(ctx context.Context, name string) error {
 	_, err := c.call(ctx, http.MethodDelete, volumePath(name), nil, nil, nil)
 	return err
 }
+
+// CreateVolumeSnapshot seals a copy of the volume's files (req may be
+// zero). A volume a session writes is a 409 volume-busy.
+func (c *Client) CreateVolumeSnapshot(ctx context.Context, volume string, req airlock.CreateVolumeSnapshotRequest) (*airlock.VolumeSnapshot, error) {
+	if err := needID("volume", volume); err != nil {
+		return nil, err
+	}
+	var s airlock.VolumeSnapshot
+	if _, err := c.call(ctx, http.MethodPost, volumePath(volume)+"/snapshots", nil, req, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// ListVolumeSnapshots returns the volume's snapshots, newest first.
+func (c *Client) ListVolumeSnapshots(ctx context.Context, volume string) ([]*airlock.VolumeSnapshot, error) {
+	if err := needID("volume", volume); err != nil {
+		return nil, err
+	}
+	var l airlock.VolumeSnapshotList
+	if _, err := c.call(ctx, http.MethodGet, volumePath(volume)+"/snapshots", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Snapshots, nil
+}
+
+// DeleteVolumeSnapshot deletes one of the volume's snapshots and its
+// data.
+func (c *Client) DeleteVolumeSnapshot(ctx context.Context, volume, id string) error {
+	if err := needID("volume", volume); err != nil {
+		return err
+	}
+	if err := needID("snapshot", id); err != nil {
+		return err
+	}
+	_, err := c.call(ctx, http.MethodDelete, volumePath(volume)+"/snapshots/"+url.PathEscape(id), nil, nil, nil)
+	return err
+}

@@ -65,7 +65,7 @@ func (n *Node) startServices(ctx context.Context) error {
 	if err := n.startWebhooks(keep); err != nil {
 		return err
 	}
-	if n.Volumes, err = n.newVolumes(); err != nil {
+	if n.Volumes, err = n.newVolumes(keep); err != nil {
 		return err
 	}
 	n.Sessions, err = newSessions(c.Sessions, keep, n.Store, n.Provisioner, n.Runner, n.resolver(), n.Store, n.egress, n.egressLog, n.templateResolver(), n.Volumes, n.parts.session, n.logger)

@@ -206,12 +206,15 @@ func (db *DB) DeleteSnapshot(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
-// SnapshotBytes sums the sealed size of the tenant's snapshots.
+// SnapshotBytes sums the sealed size of the tenant's snapshots, of
+// workspaces and of volumes: one quota holds both.
 func (db *DB) SnapshotBytes(ctx context.Context, tenantID string) (int64, error) {
 	ctx, done := db.bound(ctx)
 	defer done()
 	var n int64
-	err := db.read.QueryRowContext(ctx, `SELECT CAST(coalesce(sum(bytes), 0) AS BIGINT) FROM snapshots WHERE tenant_id = $1`, tenantID).Scan(&n)
+	err := db.read.QueryRowContext(ctx, `SELECT CAST(
+		(SELECT coalesce(sum(bytes), 0) FROM snapshots WHERE tenant_id = $1) +
+		(SELECT coalesce(sum(bytes), 0) FROM volume_snapshots WHERE tenant_id = $1) AS BIGINT)`, tenantID).Scan(&n)
 	return n, db.wrap(ctx, "snapshot bytes", err)
 }
 

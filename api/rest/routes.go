@@ -128,4 +128,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/volumes", (*Server).listVolumes, authBearer},
 	{http.MethodGet, "/v1/volumes/{name}", (*Server).getVolume, authBearer},
 	{http.MethodDelete, "/v1/volumes/{name}", (*Server).deleteVolume, authBearer},
+	{http.MethodPost, "/v1/volumes/{name}/snapshots", (*Server).createVolumeSnapshot, authBearer},
+	{http.MethodGet, "/v1/volumes/{name}/snapshots", (*Server).listVolumeSnapshots, authBearer},
+	{http.MethodDelete, "/v1/volumes/{name}/snapshots/{snapshot_id}", (*Server).deleteVolumeSnapshot, authBearer},
 }

@@ -84,3 +84,54 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// createVolumeSnapshot seals a copy of a volume's files: POST
+// /v1/volumes/{name}/snapshots, with an optional body {"name"}. 201 with
+// the snapshot; 409 volume-busy while a session writes the volume.
+func (s *Server) createVolumeSnapshot(w http.ResponseWriter, r *http.Request) {
+	vs, ok := s.volumes(w, r)
+	if !ok {
+		return
+	}
+	var req airlock.CreateVolumeSnapshotRequest
+	if !s.decodeOptional(w, r, &req) {
+		return
+	}
+	name := r.PathValue("name")
+	snap, err := vs.CreateVolumeSnapshot(r.Context(), TenantFrom(r.Context()), name, req)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/volumes/"+url.PathEscape(name)+"/snapshots/"+url.PathEscape(snap.ID))
+	s.writeJSON(w, r, http.StatusCreated, snap)
+}
+
+// listVolumeSnapshots lists a volume's snapshots, newest first: GET
+// /v1/volumes/{name}/snapshots.
+func (s *Server) listVolumeSnapshots(w http.ResponseWriter, r *http.Request) {
+	vs, ok := s.volumes(w, r)
+	if !ok {
+		return
+	}
+	list, err := vs.ListVolumeSnapshots(r.Context(), TenantFrom(r.Context()), r.PathValue("name"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, airlock.VolumeSnapshotList{Snapshots: list})
+}
+
+// deleteVolumeSnapshot deletes one of a volume's snapshots and its data:
+// DELETE /v1/volumes/{name}/snapshots/{snapshot_id}. 204.
+func (s *Server) deleteVolumeSnapshot(w http.ResponseWriter, r *http.Request) {
+	vs, ok := s.volumes(w, r)
+	if !ok {
+		return
+	}
+	if err := vs.DeleteVolumeSnapshot(r.Context(), TenantFrom(r.Context()), r.PathValue("name"), r.PathValue("snapshot_id")); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

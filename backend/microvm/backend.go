@@ -67,6 +67,9 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 		NetworkModes:      []string{airlock.NetworkNone, airlock.NetworkAllowList},
 		RequiresRoot:      true,
 		Accelerator:       string(b.cfg.Driver.Accel()),
+		// No volumes: a shared ext4 cannot be a second VM's disk, and
+		// the guest has no shared file system (docs/volumes.md#backends).
+		Volumes: false,
 	}
 }
 

@@ -109,6 +109,10 @@ func (b *Backend) create(ctx context.Context, spec airlock.SandboxSpec, from *ch
 	if spec.Limits.MemoryBytes < 64<<20 || spec.Limits.DiskBytes <= 0 || spec.Limits.Pids <= 0 {
 		return nil, fmt.Errorf("microvm: sandbox %s needs memory (at least 64 MiB), disk and process limits", spec.ID)
 	}
+	if len(spec.Volumes) > 0 {
+		// Capabilities says so; never boot without what was asked for.
+		return nil, fmt.Errorf("microvm: sandbox %s asks for volumes, which microVMs do not mount (see docs/volumes.md)", spec.ID)
+	}
 	g, err := b.guest(ctx, spec.Image)
 	if err != nil {
 		return nil, err

@@ -82,6 +82,7 @@ func (b *Backend) Capabilities() airlock.Capabilities {
 		NetworkModes:      []string{"none"},
 		RequiresRoot:      true,
 		SeparateKernel:    false,
+		Volumes:           true, // idmapped mounts of the node's (volumes.go)
 	}
 }
 

@@ -36,6 +36,12 @@
 // directory is a shared bind mount of itself, so that a disk mounted
 // after an init stage started reaches that stage's copy of the mounts.
 //
+// Volumes (volumes.go): a volume the node mounted is given to the
+// sandbox as an idmapped mount through the sandbox's own user namespace,
+// made in its run directory and bound by the init stage at the path
+// asked for, so the volume's files (uid 1000 on its disk) are the
+// sandbox user's inside.
+//
 // Destroy returns once nothing of the sandbox runs, is mounted or is in a
 // cgroup; Close, CheckClean and Reconcile wait for or finish the deletes.
 // A crashed server's sandboxes end by themselves (their agents read EOF

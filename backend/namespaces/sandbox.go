@@ -165,6 +165,11 @@ func (s *Sandbox) configure(ctx context.Context, spec airlock.SandboxSpec) error
 		return fmt.Errorf("namespaces: %w", err)
 	}
 
+	volumes, err := s.mountVolumes(spec, workspace, tmp)
+	if err != nil {
+		return err
+	}
+
 	tasks := spec.Limits.Pids + agentTasks
 	s.cgroup = s.b.cgroupPath(s.id)
 
@@ -191,6 +196,7 @@ func (s *Sandbox) configure(ctx context.Context, spec airlock.SandboxSpec) error
 			{Resource: unix.RLIMIT_CORE},
 		},
 		CgroupTasks: s.b.cgroups.ThreadFiles(s.cgroup),
+		Volumes:     volumes,
 	}
 	if err := initCfg.Validate(); err != nil {
 		return err
@@ -352,7 +358,10 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		}
 		cgErr <- s.b.cgroups.Remove(s.cgroup)
 	}()
-	if s.dir != "" {
+	// The volumes' mounts go first: the run directory is removed whole.
+	if err := s.unmountVolumes(); err != nil {
+		errs = append(errs, err)
+	} else if s.dir != "" {
 		if err := s.b.disks.discard(s.dir); err != nil {
 			errs = append(errs, err)
 		}

@@ -58,8 +58,8 @@ func tree() *command {
 			words: []string{"create", "ls", "show", "rm"}},
 		{name: "template", section: secRun, summary: "build, import, list, show and remove templates (images a tenant brings)", usage: templateUsage, run: runTemplate,
 			words: []string{"build", "import", "ls", "show", "logs", "rm"}},
-		{name: "volume", aliases: []string{"volumes"}, section: secRun, summary: "create, list, show and remove named volumes that outlive sessions", usage: volumeUsage, run: runVolume,
-			words: []string{"create", "ls", "show", "rm"}},
+		{name: "volume", aliases: []string{"volumes"}, section: secRun, summary: "create, list, show and remove named volumes that outlive sessions, and their snapshots", usage: volumeUsage, run: runVolume,
+			words: []string{"create", "ls", "show", "rm", "snapshot"}},
 
 		{name: "executions", aliases: []string{"execution"}, section: secRecords, summary: "list and show the tenant's executions", usage: executionsUsage, run: runExecutions, words: []string{"ls", "show"}},
 		{name: "usage", section: secRecords, summary: "the tenant's use of its quotas", usage: quotaUsageUsage, run: runQuotaUsage},

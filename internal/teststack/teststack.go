@@ -32,6 +32,7 @@ import (
 	"github.com/airlockhq/airlock/service/quota"
 	"github.com/airlockhq/airlock/service/run"
 	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/service/volume"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
 
@@ -115,6 +116,7 @@ type Stack struct {
 	Runner      *run.Runner
 	Manager     *oneshot.Manager
 	Sessions    *session.Manager
+	Volumes     *volume.Service
 	SessionCfg  session.Config
 	Registry    *prometheus.Registry
 	API         http.Handler // the REST API's handler
@@ -279,6 +281,7 @@ func (s *Stack) fill(n *node.Node, o Options) {
 	s.Store, _ = n.Store.(*sqlite.DB)
 	s.Blobs, _ = n.Blobs.(*disk.Dir)
 	s.Provisioner, s.Runner, s.Manager, s.Sessions = n.Provisioner, n.Runner, n.OneShot, n.Sessions
+	s.Volumes = n.Volumes
 	if o.Ledger != nil || o.Quotas != nil {
 		s.Quotas = n.Quotas
 	}

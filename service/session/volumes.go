@@ -16,7 +16,8 @@ func (m *Manager) attachVolumes(ctx context.Context, n *newSession, ticket inter
 		return airlock.Problem(airlock.EFORBIDDEN, "volumes-unavailable", "this node keeps no volumes")
 	}
 	if b := ticket.Backend(); !b.Capabilities().Volumes {
-		return airlock.Problem(airlock.EFORBIDDEN, "volumes-unavailable", "the %s backend cannot mount volumes (use isolation gvisor)", b.Name())
+		return airlock.Problem(airlock.EINVALID, "volumes-unsupported-backend",
+			"the session was placed on the %s backend, which cannot mount volumes (docs/volumes.md says why); ask for isolation kernel (gvisor) or, for a first-party tenant, container (namespaces)", b.Name()).With("backend", b.Name())
 	}
 	for _, v := range n.req.Volumes {
 		if err := airlock.CheckVolumeMountPoint(n.img.Rootfs, v.Path); err != nil {

@@ -179,6 +179,10 @@ func TestVolumesAuth(t *testing.T) {
 		{"GET", "/v1/volumes", ""},
 		{"GET", "/v1/volumes/v", ""},
 		{"DELETE", "/v1/volumes/v", ""},
+		{"POST", "/v1/volumes/v/snapshots", `{}`},
+		{"GET", "/v1/volumes/v/snapshots", ""},
+		{"DELETE", "/v1/volumes/v/snapshots/x", ""},
+		{"POST", "/v1/volumes", `{"name":"y","from_snapshot":"x"}`},
 	} {
 		for _, key := range []string{"", s.b.key} {
 			code, _, body := s.raw(rt.method, rt.path, key, "application/json", strings.NewReader(rt.body))
@@ -194,5 +198,29 @@ func TestVolumesAuth(t *testing.T) {
 	code, _, body = s.raw("DELETE", "/v1/volumes/"+strings.Repeat("x", 300), s.a.key, "", nil)
 	if code != http.StatusNotFound {
 		t.Errorf("long name: %d %s", code, body)
+	}
+	// Snapshot routes: bad input is a problem, never a 500.
+	for _, rt := range []struct {
+		method, path, body string
+		code               int
+		slug               string
+	}{
+		{"POST", "/v1/volumes/v/snapshots", `{"name":"a\u0001b"}`, http.StatusBadRequest, "invalid-snapshot-name"},
+		{"POST", "/v1/volumes/v/snapshots", `{"nope":1}`, http.StatusBadRequest, ""},
+		{"POST", "/v1/volumes/" + strings.Repeat("x", 300) + "/snapshots", `{}`, http.StatusNotFound, "volume-not-found"},
+		{"GET", "/v1/volumes/missing/snapshots", "", http.StatusNotFound, "volume-not-found"},
+		{"DELETE", "/v1/volumes/v/snapshots/" + strings.Repeat("x", 300), "", http.StatusNotFound, "volume-snapshot-not-found"},
+		{"DELETE", "/v1/volumes/v/snapshots/nosuch", "", http.StatusNotFound, "volume-snapshot-not-found"},
+		{"POST", "/v1/volumes", `{"name":"y","from_snapshot":"../../etc"}`, http.StatusBadRequest, "invalid-volume-snapshot"},
+		{"POST", "/v1/volumes", `{"name":"y","from_snapshot":"nosuch"}`, http.StatusNotFound, "volume-snapshot-not-found"},
+		{"POST", "/v1/volumes", `{"name":"y","from_snapshot":"nosuch","size_mib":1}`, http.StatusBadRequest, "invalid-volume-size"},
+	} {
+		code, _, body := s.raw(rt.method, rt.path, s.a.key, "application/json", strings.NewReader(rt.body))
+		if code != rt.code || !strings.Contains(string(body), rt.slug) {
+			t.Errorf("%s %s %s: %d %s, want %d %s", rt.method, rt.path, rt.body, code, body, rt.code, rt.slug)
+		}
+	}
+	if l, err := s.a.c.ListVolumeSnapshots(ctxFor(t, time.Minute), "v"); err != nil || len(l) != 0 {
+		t.Errorf("snapshots of a new volume: %+v %v", l, err)
 	}
 }

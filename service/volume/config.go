@@ -1,11 +1,13 @@
 package volume
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/seal"
 )
 
 // Config configures a Service.
@@ -22,8 +24,23 @@ type Config struct {
 	// UID and GID own a new volume's root directory: the sandbox user
 	// (1000) unless set.
 	UID, GID int
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Snapshots seals volume snapshots; without Keys they are refused
+	// (keep-unavailable), as workspace snapshots are.
+	Snapshots SnapshotConfig
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// SnapshotConfig is what volume snapshots need: the same keys, blob
+// store and quota as workspace snapshots.
+type SnapshotConfig struct {
+	Keys  *seal.Keys    // the tenants' data keys
+	Blobs airlock.Blobs // where sealed snapshots go
+	// Used is what the tenant's snapshots (of workspaces and volumes)
+	// hold now (airlock.KeepStore.SnapshotBytes); QuotaBytes the most
+	// they may (0: 10 GiB).
+	Used       func(ctx context.Context, tenantID string) (int64, error)
+	QuotaBytes int64
 }
 
 // Validate checks the config and fills defaults.
@@ -42,6 +59,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Snapshots.Keys != nil {
+		if c.Snapshots.Blobs == nil || c.Snapshots.Used == nil {
+			return fmt.Errorf("volume: snapshots need a blob store and the snapshots' use")
+		}
+		if c.Snapshots.QuotaBytes == 0 {
+			c.Snapshots.QuotaBytes = 10 << 30
+		}
 	}
 	return nil
 }

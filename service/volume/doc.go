@@ -19,6 +19,14 @@
 // at start after the sessions were taken back, releases the claims of
 // sessions that are gone and unmounts what no claim holds.
 //
+// Snapshots (snapshot.go): a volume's files, read from its host mount
+// while no session writes it and sealed with the tenant's data key (the
+// format of workspace snapshots) into the blob store; a new volume can
+// be made from one. While a snapshot is taken no writer may claim the
+// volume, and while a volume is filled from a snapshot nobody may mount
+// it: the service keeps both marks in memory (busy), which is enough
+// since a volume's mounts all happen on the node that holds it.
+//
 // It must not touch sandboxes (the backends bind the mounts) nor the
 // sessions' lifecycle (package session calls Attach and Detach).
 package volume

@@ -15,7 +15,9 @@ import (
 // Attach claims the volumes for the session and mounts those not
 // mounted on this node yet; it returns what the sandbox is to bind. On
 // error nothing is claimed: volume-not-found (404), volume-busy (409, a
-// second writer), volume-elsewhere (409, held by another node).
+// second writer, or a writer while a snapshot is being taken, or any
+// mount while the volume is being restored), volume-elsewhere (409, held
+// by another node).
 func (s *Service) Attach(ctx context.Context, tenantID, sessionID string, reqs []airlock.VolumeMount) ([]airlock.SandboxVolume, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -38,6 +40,17 @@ func (s *Service) Attach(ctx context.Context, tenantID, sessionID string, reqs [
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A volume being restored takes no mount, one being snapshotted no
+	// writer (snapshot.go): checked under s.mu after the claim, so a
+	// snapshot starting at the same time sees the claim instead.
+	for _, r := range reqs {
+		if b := s.busy[key{tenantID, r.Name}]; b != nil && (b.restoring || !r.ReadOnly) {
+			if err := s.cfg.Store.ReleaseVolumes(context.WithoutCancel(ctx), sessionID); err != nil {
+				s.cfg.Logger.Error("release the volumes of a session refused a busy volume", "session", sessionID, "err", err)
+			}
+			return nil, busyProblem(r.Name, b)
+		}
+	}
 	out := make([]airlock.SandboxVolume, 0, len(reqs))
 	for _, r := range reqs {
 		k := key{tenantID, r.Name}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/loopdisk"
@@ -24,6 +25,8 @@ type Service struct {
 	// mounted; bySession the other way round.
 	held      map[key]map[string]bool
 	bySession map[string][]key
+	// busy are the volumes being snapshotted or restored now (snapshot.go).
+	busy map[key]*busyState
 }
 
 // key names one tenant's volume.
@@ -43,7 +46,7 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("volume: %w", err)
 		}
 	}
-	return &Service{cfg: cfg, held: map[key]map[string]bool{}, bySession: map[string][]key{}}, nil
+	return &Service{cfg: cfg, held: map[key]map[string]bool{}, bySession: map[string][]key{}, busy: map[key]*busyState{}}, nil
 }
 
 func (s *Service) image(k key) string {
@@ -54,32 +57,89 @@ func (s *Service) mountDir(k key) string {
 }
 
 // CreateVolume records and formats a volume, if it fits the tenant's
-// quota.
+// quota; one made from a snapshot is filled with the snapshot's files
+// before it is answered (and before any session can mount it).
 func (s *Service) CreateVolume(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateVolumeRequest) (*airlock.Volume, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	maxMiB := int64(-1)
-	if s.cfg.QuotaBytes != nil {
-		if b := s.cfg.QuotaBytes(tenant.ID); b >= 0 {
-			maxMiB = b >> 20
+	var snap *airlock.VolumeSnapshot
+	if req.FromSnapshot != "" {
+		if err := s.snapshotsOn(); err != nil {
+			return nil, err
+		}
+		var err error
+		if snap, err = s.cfg.Store.VolumeSnapshot(ctx, tenant.ID, req.FromSnapshot); err != nil {
+			return nil, err
+		}
+		if req.SizeMiB == 0 {
+			req.SizeMiB = snap.SizeMiB
+			if err := req.Validate(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	v := &airlock.Volume{Name: req.Name, TenantID: tenant.ID, SizeMiB: req.SizeMiB, Node: s.cfg.Node,
 		CreatedAt: s.cfg.Now().UTC(), Mounts: []airlock.VolumeMountInfo{}}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.cfg.Store.CreateVolume(ctx, v, maxMiB); err != nil {
+	k := key{tenant.ID, req.Name}
+	if err := s.create(ctx, v, k, snap != nil); err != nil {
 		return nil, err
 	}
-	k := key{tenant.ID, req.Name}
-	if err := s.format(ctx, k, req.SizeMiB); err != nil {
-		if derr := s.cfg.Store.DeleteVolume(context.WithoutCancel(ctx), tenant.ID, req.Name); derr != nil {
-			s.cfg.Logger.Error("drop the record of a volume that could not be made", "volume", req.Name, "err", derr)
-		}
-		return nil, &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "volume-failed", Message: "the volume's disk could not be made", Err: err}
+	if snap == nil {
+		return v, nil
 	}
+	if err := s.restore(ctx, tenant, k, snap); err != nil {
+		s.drop(context.WithoutCancel(ctx), k)
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.busy, k)
+	s.mu.Unlock()
 	return v, nil
+}
+
+// create records and formats a volume; restoring marks it busy (no
+// session may mount it, nor anyone delete or snapshot it) until the
+// caller has filled it, or dropped it.
+func (s *Service) create(ctx context.Context, v *airlock.Volume, k key, restoring bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maxMiB := int64(-1)
+	if s.cfg.QuotaBytes != nil {
+		if b := s.cfg.QuotaBytes(k.tenant); b >= 0 {
+			maxMiB = b >> 20
+		}
+	}
+	if err := s.cfg.Store.CreateVolume(ctx, v, maxMiB); err != nil {
+		return err
+	}
+	if err := s.format(ctx, k, v.SizeMiB); err != nil {
+		if derr := s.cfg.Store.DeleteVolume(context.WithoutCancel(ctx), k.tenant, k.name); derr != nil {
+			s.cfg.Logger.Error("drop the record of a volume that could not be made", "volume", k.name, "err", derr)
+		}
+		return &airlock.Error{Code: airlock.EUNAVAILABLE, Type: "volume-failed", Message: "the volume's disk could not be made", Err: err}
+	}
+	if restoring {
+		s.busy[k] = &busyState{restoring: true}
+	}
+	return nil
+}
+
+// drop removes a volume whose restore failed: its record and its disk
+// (still marked busy, so no session has it).
+func (s *Service) drop(ctx context.Context, k key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer delete(s.busy, k)
+	if err := s.cfg.Store.DeleteVolume(ctx, k.tenant, k.name); err != nil {
+		s.cfg.Logger.Error("drop the record of a volume whose restore failed", "volume", k.name, "err", err)
+	}
+	if err := s.unmount(k); err != nil {
+		s.cfg.Logger.Error("unmount a volume whose restore failed", "volume", k.name, "err", err)
+	}
+	if err := os.Remove(s.image(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.cfg.Logger.Error("remove the disk of a volume whose restore failed", "volume", k.name, "err", err)
+	}
 }
 
 // format makes the volume's image anew (s.mu held): one a crash left
@@ -115,10 +175,13 @@ func (s *Service) DeleteVolume(ctx context.Context, tenant *airlock.Tenant, name
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	k := key{tenant.ID, name}
+	if b := s.busy[k]; b != nil {
+		return airlock.Problem(airlock.ECONFLICT, "volume-in-use", "volume %s is %s; delete it once that has ended", name, b.doing()).RetryLater(5 * time.Second)
+	}
 	if err := s.cfg.Store.DeleteVolume(ctx, tenant.ID, name); err != nil {
 		return err
 	}
-	k := key{tenant.ID, name}
 	// Not claimed, so not mounted; a mount a crash left is gone since
 	// Recover.
 	if err := s.unmount(k); err != nil {

@@ -77,6 +77,7 @@ var tests = []struct {
 	{"BrokerGrants", testBrokerGrants},
 	{"Volumes", testVolumes},
 	{"VolumeClaims", testVolumeClaims},
+	{"VolumeSnapshots", testVolumeSnapshots},
 	{"DeleteTenant", testDeleteTenant},
 	{"SetTenantFirstParty", testSetTenantFirstParty},
 	{"SetTenantIsolation", testSetTenantIsolation},

@@ -41,6 +41,17 @@ type Config struct {
 	// writes "0" into to move itself into the sandbox's cgroup; empty
 	// when the host moves it.
 	CgroupTasks []string `json:"cgroup_tasks,omitempty"`
+
+	// Volumes are bound into the new root after the workspace and /tmp.
+	Volumes []Volume `json:"volumes,omitempty"`
+}
+
+// Volume is a mount the host made for the sandbox (an idmapped mount of
+// a volume, its flags set) to bind at Target in the new root.
+type Volume struct {
+	Source   string `json:"source"` // host path of the mount
+	Target   string `json:"target"` // inside the new root: absolute and clean
+	ReadOnly bool   `json:"read_only"`
 }
 
 // Rlimit is one resource limit set before the agent starts.
@@ -66,6 +77,12 @@ func (c *Config) Validate() error {
 	for name, p := range map[string]string{"rootfs": c.Rootfs, "workspace": c.Workspace, "tmp": c.Tmp, "agent": c.Agent} {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 			return fmt.Errorf("nsinit: %s %q must be a clean absolute path", name, p)
+		}
+	}
+	for _, v := range c.Volumes {
+		if !filepath.IsAbs(v.Source) || filepath.Clean(v.Source) != v.Source ||
+			!filepath.IsAbs(v.Target) || filepath.Clean(v.Target) != v.Target || v.Target == "/" {
+			return fmt.Errorf("nsinit: volume %q at %q: paths must be clean and absolute", v.Source, v.Target)
 		}
 	}
 	if c.Cwd == "" {

@@ -98,7 +98,7 @@ func run(report *os.File) (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
 	}
-	abi, err := applyLandlock(landlockRules)
+	abi, err := applyLandlock(append(landlockRules, volumeRules(cfg.Volumes)...))
 	if err != nil {
 		return "landlock", err
 	}

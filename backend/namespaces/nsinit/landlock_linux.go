@@ -46,6 +46,18 @@ var landlockRules = []landlockRule{
 	{"/proc", fsRead | fsWrite},
 }
 
+// volumeRules let the sandbox make files in the volumes it writes (a
+// reader's mount is read-only, and "/" grants reading already).
+func volumeRules(vs []Volume) []landlockRule {
+	var out []landlockRule
+	for _, v := range vs {
+		if !v.ReadOnly {
+			out = append(out, landlockRule{v.Target, fsRightsV1 | fsRefer | fsTruncate})
+		}
+	}
+	return out
+}
+
 // LandlockABI returns the Landlock ABI version the kernel offers, 0 when
 // it offers none (too old, or not enabled).
 func LandlockABI() int {

@@ -66,6 +66,17 @@ func setupRoot(cfg *Config) error {
 			return fmt.Errorf("bind /%s: %w", dst, err)
 		}
 	}
+	// The volumes, after the workspace and /tmp (one may sit below them):
+	// the host made each mount with its flags (nosuid, nodev, read-only
+	// for a reader) and its id mapping, and a bind keeps them; coming from
+	// a more privileged mount namespace, they are locked here. The mount
+	// point was made by the host (below /workspace or /tmp) or checked to
+	// be a directory of the image reached through no symbolic link.
+	for _, v := range cfg.Volumes {
+		if err := unix.Mount(v.Source, filepath.Join(root, v.Target), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind volume at %s: %w", v.Target, err)
+		}
+	}
 	return nil
 }
 

@@ -134,6 +134,24 @@ class StubTest(StubServerTest):
             self.al.session(volumes=[{"name": "data", "path": "/proc", "read_only": True}])
         self.assertEqual(json.loads(Stub.seen[-1][3])["volumes"], [{"name": "data", "path": "/proc", "read_only": True}])
 
+    def test_volume_snapshots(self):
+        snap = {"snapshot_id": "vs1", "tenant_id": "t", "volume": "data", "name": "nightly", "size_mib": 64,
+                "size_bytes": 1234, "sha256": "ab", "entries": 3, "created_at": "2026-12-02T00:00:00Z"}
+        vol = {"name": "copy", "tenant_id": "t", "size_mib": 64, "created_at": "2026-12-02T00:00:00Z", "mounts": []}
+        Stub.routes[("POST", "/v1/volumes/data/snapshots")] = reply(201, snap)
+        Stub.routes[("GET", "/v1/volumes/data/snapshots")] = reply(200, {"snapshots": [snap]})
+        Stub.routes[("DELETE", "/v1/volumes/data/snapshots/vs1")] = reply(204, raw=b"")
+        Stub.routes[("POST", "/v1/volumes")] = reply(201, vol)
+        s = self.al.create_volume_snapshot("data", name="nightly")
+        self.assertEqual((s.snapshot_id, s.volume, s.size_mib, s.size_bytes, s.entries), ("vs1", "data", 64, 1234, 3))
+        self.assertEqual(json.loads(Stub.seen[-1][3]), {"name": "nightly"})
+        self.assertEqual([x.snapshot_id for x in self.al.volume_snapshots("data")], ["vs1"])
+        v = self.al.create_volume("copy", from_snapshot="vs1")
+        self.assertEqual(v.name, "copy")
+        self.assertEqual(json.loads(Stub.seen[-1][3]), {"name": "copy", "from_snapshot": "vs1"})
+        self.al.delete_volume_snapshot("data", "vs1")
+        self.assertEqual(Stub.seen[-1][:2], ("DELETE", "/v1/volumes/data/snapshots/vs1"))
+
     def test_artifacts_saved_by_base_name_and_checked(self):
         Stub.routes[("POST", "/v1/execute")] = reply(200, EXECUTION)
         Stub.routes[("GET", "/v1/artifacts/a1")] = reply(200, raw=b"hello", ctype="text/plain")

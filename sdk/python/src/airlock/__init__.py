@@ -21,14 +21,14 @@ from .errors import (AirlockError, BadRequest, Conflict, Forbidden, NotFound, No
                      QuotaExceeded, ServerError, TooLarge, TransportError, Unauthorized,
                      Unavailable, Unprocessable)
 from .models import (AbuseEvent, Artifact, CellError, CellResult, CodeContext, EgressEvent, Execution,
-                     FileEntry, QuotaUsage, SessionInfo, Snapshot, Usage, Volume, Event, Webhook,
+                     FileEntry, QuotaUsage, SessionInfo, Snapshot, Usage, Volume, VolumeSnapshot, Event, Webhook,
                      WebhookDelivery)
 
 
 __all__ = [
     "__version__", "Airlock", "AsyncAirlock", "AsyncSession", "Session", "Files", "Context", "Page",
     "Execution", "Artifact", "SessionInfo", "FileEntry", "CellResult", "CellError",
-    "Snapshot", "Volume", "Usage", "QuotaUsage", "AbuseEvent", "EgressEvent", "CodeContext",
+    "Snapshot", "Volume", "VolumeSnapshot", "Usage", "QuotaUsage", "AbuseEvent", "EgressEvent", "CodeContext",
     "Event", "Webhook", "WebhookDelivery",
     "AirlockError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "TooLarge", "Unprocessable", "QuotaExceeded", "ServerError", "NotSupported",

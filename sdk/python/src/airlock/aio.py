@@ -94,8 +94,17 @@ class AsyncAirlock:
     async def delete_snapshot(self, snapshot_id: str) -> None:
         await _call(self.sync.delete_snapshot, snapshot_id)
 
-    async def create_volume(self, name: str, size_mib: int):
-        return await _call(self.sync.create_volume, name, size_mib)
+    async def create_volume(self, name: str, size_mib: int = 0, *, from_snapshot=None):
+        return await _call(self.sync.create_volume, name, size_mib, from_snapshot=from_snapshot)
+
+    async def create_volume_snapshot(self, volume: str, name=None):
+        return await _call(self.sync.create_volume_snapshot, volume, name)
+
+    async def volume_snapshots(self, volume: str):
+        return await _call(self.sync.volume_snapshots, volume)
+
+    async def delete_volume_snapshot(self, volume: str, snapshot_id: str) -> None:
+        await _call(self.sync.delete_volume_snapshot, volume, snapshot_id)
 
     async def volumes(self):
         return await _call(self.sync.volumes)

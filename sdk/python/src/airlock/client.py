@@ -17,7 +17,7 @@ from . import sse
 from ._version import __version__
 from .errors import AirlockError, TooLarge, TransportError, from_problem
 from .models import (AbuseEvent, Artifact, CellResult, CodeContext, EgressEvent, Event, Execution, FileEntry,
-                     SessionInfo, Snapshot, Usage, Volume, Webhook, WebhookDelivery)
+                     SessionInfo, Snapshot, Usage, Volume, VolumeSnapshot, Webhook, WebhookDelivery)
 
 __all__ = ["Airlock", "Session", "Files", "Context", "Page"]
 
@@ -309,11 +309,19 @@ class Airlock:
 
     # ---- volumes ----
 
-    def create_volume(self, name: str, size_mib: int) -> Volume:
+    def create_volume(self, name: str, size_mib: int = 0, *, from_snapshot: Optional[str] = None) -> Volume:
         """Makes a named volume of ``size_mib`` MiB (a hard limit) that
         outlives sessions; it counts against the tenant's volume_bytes
-        quota (``QuotaExceeded`` past it, ``Conflict`` for a name taken)."""
-        return Volume.from_json(self._json("POST", "v1/volumes", json_body={"name": name, "size_mib": size_mib}))
+        quota (``QuotaExceeded`` past it, ``Conflict`` for a name taken).
+        With ``from_snapshot`` (a volume snapshot's ID) it starts with the
+        snapshot's files, and ``size_mib`` may be left out for the size of
+        the volume the snapshot was taken of."""
+        body: Dict[str, Any] = {"name": name}
+        if size_mib:
+            body["size_mib"] = size_mib
+        if from_snapshot:
+            body["from_snapshot"] = from_snapshot
+        return Volume.from_json(self._json("POST", "v1/volumes", json_body=body))
 
     def volumes(self) -> List[Volume]:
         """The tenant's volumes, by name."""
@@ -328,6 +336,25 @@ class Airlock:
         """Deletes a volume and its data (``Conflict`` while a session has
         it mounted)."""
         with self._request("DELETE", "v1/volumes/" + _seg(name)):
+            pass
+
+    def create_volume_snapshot(self, volume: str, name: Optional[str] = None) -> VolumeSnapshot:
+        """Seals a copy of the volume's files. It is taken only while no
+        session writes the volume (``Conflict``, volume-busy, otherwise);
+        it counts against the tenant's snapshot quota."""
+        body: Dict[str, Any] = {}
+        if name:
+            body["name"] = name
+        return VolumeSnapshot.from_json(self._json("POST", "v1/volumes/" + _seg(volume) + "/snapshots", json_body=body))
+
+    def volume_snapshots(self, volume: str) -> List[VolumeSnapshot]:
+        """The volume's snapshots, newest first."""
+        d = self._json("GET", "v1/volumes/" + _seg(volume) + "/snapshots")
+        return [VolumeSnapshot.from_json(x) for x in d.get("snapshots") or [] if isinstance(x, dict)]
+
+    def delete_volume_snapshot(self, volume: str, snapshot_id: str) -> None:
+        """Deletes one of the volume's snapshots (its sealed blob too)."""
+        with self._request("DELETE", "v1/volumes/" + _seg(volume) + "/snapshots/" + _seg(snapshot_id)):
             pass
 
     # ---- events and webhooks ----

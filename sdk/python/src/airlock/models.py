@@ -220,6 +220,28 @@ class Volume:
 
 
 @dataclass
+class VolumeSnapshot:
+    """A sealed copy of a volume's files, kept by the server (encrypted
+    under the tenant's key, like a session snapshot); it outlives the
+    volume. Make a new volume from one with
+    ``Airlock.create_volume(name, from_snapshot=...)``."""
+    snapshot_id: str
+    volume: str
+    name: str
+    size_mib: int
+    size_bytes: int
+    sha256: str
+    entries: int
+    created_at: str
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "VolumeSnapshot":
+        return cls(_s(d, "snapshot_id"), _s(d, "volume"), _s(d, "name"), _i(d, "size_mib"), _i(d, "size_bytes"),
+                   _s(d, "sha256"), _i(d, "entries"), _s(d, "created_at"), d)
+
+
+@dataclass
 class QuotaUsage:
     """One quota of the tenant: its limit, what is used and what is left
     in its window (``limit`` 0 is no limit)."""
