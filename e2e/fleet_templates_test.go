@@ -28,16 +28,16 @@ import (
 )
 
 // TestFleetTemplatesAndVolumes: in a fleet (etcd, PostgreSQL, three
-// nodes, one S3 bucket) a template built on n0 is uploaded to the
-// bucket; with n0 stopped, sessions from it made at once through n1 and
-// n2 (two slots each, so both take some) find the file only the template
-// has, each node having pulled it once; the nodes publish that they hold
+// nodes, one S3 bucket) a template made from a session on node A is
+// uploaded to the bucket; with A stopped, sessions from it made at once
+// through B and C (two slots each, so both take two) find the file only
+// the template has, each node having pulled it once; the nodes publish that they hold
 // it; another tenant's key cannot use it and a revoked key is refused;
 // deleting it removes its object from the bucket and, lazily, the copies.
-// A volume made through n1 is mounted by sessions made through n2 (they
-// run on n1) and keeps its data; with n1 stopped a session mounting it
-// is 503 volume-unavailable naming n1; back, the volume is deleted
-// through n2 on n1.
+// A volume made through B is mounted by sessions made through C (they
+// run on B) and keeps its data; with B stopped a session mounting it is
+// 503 volume-unavailable naming B; back, the volume is deleted through C
+// on B.
 func TestFleetTemplatesAndVolumes(t *testing.T) {
 	srv := s3test.Start(t)
 	keyFile := filepath.Join(t.TempDir(), "signing.key")
@@ -53,7 +53,7 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		sessions: 2,
 	})
 	ctx := context.Background()
-	n0, n1, n2 := tf.nodes[0], tf.nodes[1], tf.nodes[2]
+	n0 := tf.nodes[0]
 
 	// Another tenant, and a second key of the default tenant to revoke.
 	admin := n0.adminKey()
@@ -73,10 +73,42 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		t.Fatalf("second key: %d %s", r.status, r.body)
 	}
 
-	// 1. A template built on n0 (a RUN step in a sandbox there).
-	body, _ := json.Marshal(map[string]string{"name": "fleet-tpl", "dockerfile": "FROM base\nRUN echo only-in-template > /opt/fleet-marker\n"})
-	if r := tf.call(n0, "POST", "/v1/templates", string(body)); r.status != http.StatusAccepted {
-		t.Fatalf("build the template on n0: %d %s", r.status, r.body)
+	// 1. A template made from a session, on the node A that holds the
+	// session (a Dockerfile build cannot link the harness's read-only
+	// bind mount of the images into its rootfs): the file only the
+	// template has is in its /workspace.
+	r = tf.call(n0, "POST", "/v1/sessions", `{"image":"base"}`)
+	var src struct {
+		ID string `json:"session_id"`
+	}
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &src) != nil {
+		t.Fatalf("the template's session: %d %s", r.status, r.body)
+	}
+	var a *fleetNode
+	for _, n := range tf.nodes {
+		if n.id == r.header.Get(fleet.HeaderNode) {
+			a = n
+		}
+	}
+	if a == nil {
+		t.Fatalf("the session is on %q, no node of the fleet", r.header.Get(fleet.HeaderNode))
+	}
+	var b, c *fleetNode
+	for _, n := range tf.nodes {
+		if n != a {
+			if b == nil {
+				b = n
+			} else {
+				c = n
+			}
+		}
+	}
+	t.Logf("A (builds the template) is %s; B and C are %s and %s", a.id, b.id, c.id)
+	if r := tf.call(n0, "POST", "/v1/sessions/"+src.ID+"/exec", `{"shell": "echo only-in-template > /workspace/fleet-marker", "timeout_s": 60}`); r.status != http.StatusOK {
+		t.Fatalf("write the marker: %d %s", r.status, r.body)
+	}
+	if r := tf.call(n0, "POST", "/v1/sessions/"+src.ID+"/template", `{"name": "fleet-tpl"}`); r.status != http.StatusAccepted {
+		t.Fatalf("make the template: %d %s", r.status, r.body)
 	}
 	var tpl airlock.Template
 	if !testreq.Poll(10*time.Minute, func() bool {
@@ -89,7 +121,7 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		t.Fatal("the template is still building after 10 minutes")
 	}
 	if tpl.Status != airlock.TemplateReady || !strings.HasPrefix(tpl.BlobDigest, "sha256:") {
-		logs := tf.call(n0, "GET", "/v1/templates/fleet-tpl/logs", "")
+		logs := tf.call(a, "GET", "/v1/templates/fleet-tpl/logs", "")
 		t.Fatalf("template: %s (%s), blob_digest %q; log:\n%s", tpl.Status, tpl.Reason, tpl.BlobDigest, logs.body)
 	}
 	objects := func() []string {
@@ -109,10 +141,15 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 	}
 	t.Logf("template %s: %d bytes, archive %s", tpl.ID, tpl.SizeBytes, tpl.BlobDigest)
 
-	// 2. n0 goes away: placement cannot choose it, and no node can copy
+	if r := tf.call(n0, "DELETE", "/v1/sessions/"+src.ID, ""); r.status/100 != 2 {
+		t.Fatalf("delete the template's session: %d %s", r.status, r.body)
+	}
+
+	// 2. A goes away: placement cannot choose it, and no node can copy
 	// from it.
-	n0.d.stop(t)
-	testreq.Eventually(t, 20*time.Second, "n0 left the fleet", func() bool { _, ok := tf.members()["n0"]; return !ok })
+	a.d.stop(t)
+	testreq.Eventually(t, 20*time.Second, a.id+" left the fleet", func() bool { _, ok := tf.members()[a.id]; return !ok })
+	n1, n2 := b, c
 
 	// Four sessions from the template at once, through n1 and n2: two
 	// slots a node, so each node takes two, and each pulls once.
@@ -155,15 +192,15 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		}
 		perNode[m.node]++
 	}
-	if perNode["n1"] != 2 || perNode["n2"] != 2 {
-		t.Fatalf("sessions by node: %v, want two on each of n1 and n2", perNode)
+	if perNode[n1.id] != 2 || perNode[n2.id] != 2 {
+		t.Fatalf("sessions by node: %v, want two on each of %s and %s", perNode, n1.id, n2.id)
 	}
 	for i, m := range results {
 		var out struct {
 			ExitCode int    `json:"exit_code"`
 			Stdout   string `json:"stdout"`
 		}
-		r := tf.call([]*fleetNode{n2, n1}[i%2], "POST", "/v1/sessions/"+m.id+"/exec", `{"shell": "cat /opt/fleet-marker", "timeout_s": 60}`)
+		r := tf.call([]*fleetNode{n2, n1}[i%2], "POST", "/v1/sessions/"+m.id+"/exec", `{"shell": "cat /workspace/fleet-marker", "timeout_s": 60}`)
 		if r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil || out.ExitCode != 0 || out.Stdout != "only-in-template\n" {
 			t.Fatalf("the template's file in session %s on %s: %d %s", m.id, m.node, r.status, r.body)
 		}
@@ -183,11 +220,27 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		})
 	}
 
-	// 3. Another tenant's key finds no such template, through any node; a
-	// revoked key is refused.
+	// 3. Its sessions end; then it is deleted: the object leaves the
+	// bucket, and the copy of the node that deleted it goes at once.
+	for _, m := range results {
+		if r := tf.call(n1, "DELETE", "/v1/sessions/"+m.id, ""); r.status/100 != 2 {
+			t.Fatalf("delete session %s: %d %s", m.id, r.status, r.body)
+		}
+	}
+	allocs := func() int64 {
+		resp, err := tf.ecli.Get(ctx, fleet.DefaultPrefix+"alloc/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	testreq.Eventually(t, 20*time.Second, "the template sessions' reservations freed", func() bool { return allocs() == 0 })
+	// Another tenant's key finds no such template, through any node; a
+	// revoked key is refused (with slots free again: a full fleet answers
+	// 503 before any node looks at the template).
 	for _, n := range []*fleetNode{n1, n2} {
 		send(t, "POST", n.url()+"/v1/sessions", keyB.Key, strings.NewReader(`{"template":"fleet-tpl"}`)).problem(t, http.StatusNotFound)
-		send(t, "POST", n.url()+"/v1/execute", keyB.Key, strings.NewReader(`{"language":"bash","code":"cat /opt/fleet-marker","template":"fleet-tpl"}`)).problem(t, http.StatusNotFound)
+		send(t, "POST", n.url()+"/v1/execute", keyB.Key, strings.NewReader(`{"language":"bash","code":"cat /workspace/fleet-marker","template":"fleet-tpl"}`)).problem(t, http.StatusNotFound)
 		send(t, "GET", n.url()+"/v1/templates/fleet-tpl", keyB.Key, nil).problem(t, http.StatusNotFound)
 	}
 	if r := send(t, "GET", n2.url()+"/v1/templates/fleet-tpl", keyR.Key, nil); r.status != http.StatusOK {
@@ -203,13 +256,6 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		send(t, "POST", n.url()+"/v1/sessions", keyR.Key, strings.NewReader(`{"template":"fleet-tpl"}`)).problem(t, http.StatusUnauthorized)
 	}
 
-	// 4. Deleted (its sessions ended first): the object leaves the bucket,
-	// and the copy of the node that deleted it goes at once.
-	for _, m := range results {
-		if r := tf.call(n1, "DELETE", "/v1/sessions/"+m.id, ""); r.status/100 != 2 {
-			t.Fatalf("delete session %s: %d %s", m.id, r.status, r.body)
-		}
-	}
 	if r := tf.call(n2, "DELETE", "/v1/templates/fleet-tpl", ""); r.status != http.StatusNoContent {
 		t.Fatalf("delete the template through n2: %d %s", r.status, r.body)
 	}
@@ -222,17 +268,9 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 	tf.call(n1, "POST", "/v1/sessions", `{"template":"fleet-tpl"}`).problem(t, http.StatusNotFound)
 
 	// 5. A volume made through n1 is held by n1.
-	allocs := func() int64 {
-		resp, err := tf.ecli.Get(ctx, fleet.DefaultPrefix+"alloc/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Count
-	}
-	testreq.Eventually(t, 20*time.Second, "the template sessions' reservations freed", func() bool { return allocs() == 0 })
 	var vol airlock.Volume
 	r = tf.call(n1, "POST", "/v1/volumes", `{"name":"fleet-vol","size_mib":16}`)
-	if r.status != http.StatusCreated || json.Unmarshal(r.body, &vol) != nil || vol.Node != "n1" {
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &vol) != nil || vol.Node != n1.id {
 		t.Fatalf("create the volume through n1: %d %s", r.status, r.body)
 	}
 	withVolume := `{"image":"base","volumes":[{"name":"fleet-vol","path":"/workspace/data"}]}`
@@ -246,8 +284,8 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 			t.Fatalf("a session with the volume through n2: %d %s", r.status, r.body)
 		}
 		defer tf.call(n2, "DELETE", "/v1/sessions/"+s.ID, "")
-		if got := r.header.Get(fleet.HeaderNode); got != "n1" {
-			t.Fatalf("the session with the volume runs on %q, want n1 (which holds it)", got)
+		if got := r.header.Get(fleet.HeaderNode); got != n1.id {
+			t.Fatalf("the session with the volume runs on %q, want %s (which holds it)", got, n1.id)
 		}
 		var out struct {
 			ExitCode int    `json:"exit_code"`
@@ -268,13 +306,13 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 	// 6. n1 stopped: a session mounting the volume is refused, naming n1,
 	// and so is deleting the volume; nothing is made elsewhere.
 	n1.d.stop(t)
-	testreq.Eventually(t, 20*time.Second, "n1 left the fleet", func() bool { _, ok := tf.members()["n1"]; return !ok })
+	testreq.Eventually(t, 20*time.Second, n1.id+" left the fleet", func() bool { _, ok := tf.members()[n1.id]; return !ok })
 	p := tf.call(n2, "POST", "/v1/sessions", withVolume).problem(t, http.StatusServiceUnavailable)
 	if !strings.HasSuffix(p.Type, "volume-unavailable") {
 		t.Errorf("problem type %q, want volume-unavailable", p.Type)
 	}
-	if !strings.Contains(p.Detail, "n1") {
-		t.Errorf("the problem does not name n1: %+v", p)
+	if !strings.Contains(p.Detail, "node "+n1.id) {
+		t.Errorf("the problem does not name %s: %+v", n1.id, p)
 	}
 	tf.call(n2, "DELETE", "/v1/volumes/fleet-vol", "").problem(t, http.StatusServiceUnavailable)
 	if ents, _ := filepath.Glob(filepath.Join(n2.dir, "volumes", "disks", "*", "fleet-vol.ext4")); len(ents) != 0 {
@@ -284,13 +322,13 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 	// 7. n1 back: its garbage collector removes its copy of the deleted
 	// template, and the volume is deleted through n2 on n1.
 	tf.start(n1)
-	testreq.Eventually(t, 20*time.Second, "n1 is back", func() bool { _, ok := tf.members()["n1"]; return ok })
-	testreq.Eventually(t, 30*time.Second, "n1's copy of the deleted template collected", func() bool {
+	testreq.Eventually(t, 20*time.Second, n1.id+" is back", func() bool { _, ok := tf.members()[n1.id]; return ok })
+	testreq.Eventually(t, 30*time.Second, n1.id+"'s copy of the deleted template collected", func() bool {
 		_, err := os.Stat(filepath.Join(n1.dir, "templates", tpl.ID))
 		return errors.Is(err, os.ErrNotExist)
 	})
 	r = tf.call(n2, "DELETE", "/v1/volumes/fleet-vol", "")
-	if r.status != http.StatusNoContent || r.header.Get(fleet.HeaderNode) != "n1" {
+	if r.status != http.StatusNoContent || r.header.Get(fleet.HeaderNode) != n1.id {
 		t.Fatalf("delete the volume through n2: %d from %q %s", r.status, r.header.Get(fleet.HeaderNode), r.body)
 	}
 	if ents, _ := filepath.Glob(filepath.Join(n1.dir, "volumes", "disks", "*", "fleet-vol.ext4")); len(ents) != 0 {
