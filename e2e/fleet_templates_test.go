@@ -140,6 +140,9 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		t.Fatalf("the template's objects in the bucket: %v, want [%s]", got, wantKey)
 	}
 	t.Logf("template %s: %d bytes, archive %s", tpl.ID, tpl.SizeBytes, tpl.BlobDigest)
+	if m := regexp.MustCompile(`uploaded sha256:\S+ \([^)]*\) in \S+`).Find(tf.call(a, "GET", "/v1/templates/fleet-tpl/logs", "").body); m != nil {
+		t.Logf("build log: %s", m)
+	}
 
 	if r := tf.call(n0, "DELETE", "/v1/sessions/"+src.ID, ""); r.status/100 != 2 {
 		t.Fatalf("delete the template's session: %d %s", r.status, r.body)
@@ -214,6 +217,9 @@ func TestFleetTemplatesAndVolumes(t *testing.T) {
 		}
 		if r.status != http.StatusOK || got["pulled"] != "1" || got["failed"] != "0" {
 			t.Errorf("%s's pulls: %v (status %d), want pulled 1, failed 0", n.id, got, r.status)
+		}
+		if m := regexp.MustCompile(`(?m)^airlock_template_pull_seconds_sum (\S+)$`).FindStringSubmatch(string(r.body)); m != nil {
+			t.Logf("%s pulled the template in %s s", n.id, m[1])
 		}
 		testreq.Eventually(t, 10*time.Second, n.id+" publishes that it holds the template", func() bool {
 			return slices.Contains(tf.members()[n.id].Status.Templates, tpl.ID)
