@@ -75,6 +75,11 @@ type Template struct {
 	// our agent and the recipe).
 	ImageHash string `json:"image_hash,omitempty"`
 	SizeBytes int64  `json:"size_bytes"`
+	// BlobDigest is the digest (sha256:...) of the template's archive in
+	// the fleet's object store (TemplateBlobKey), which a node that does
+	// not hold the template pulls and checks against it; "" when the
+	// template is on its building node only (no shared object store).
+	BlobDigest string `json:"blob_digest,omitempty"`
 	// StartCmd is started in every sandbox from the template; ReadyCmd
 	// must succeed before its base snapshot is taken.
 	StartCmd string `json:"start_cmd,omitempty"`
@@ -89,6 +94,12 @@ type Template struct {
 
 // ImageName is the name of the airlock.Image the template resolves to.
 func (t *Template) ImageName() string { return TemplateImagePrefix + t.ID }
+
+// TemplateBlobKey is where a template's archive lives in the object
+// store: under its ID, named by the archive's digest (BlobDigest).
+func TemplateBlobKey(id, digest string) string {
+	return "templates/" + id + "/" + strings.TrimPrefix(digest, "sha256:") + ".tar.zst"
+}
 
 // RegistryAuth is a registry credential given with one import request;
 // it is used for that pull and never stored.
@@ -223,8 +234,8 @@ type TemplateStore interface {
 	// the operator's alone.
 	ListTemplates(ctx context.Context, tenantID string) ([]Template, error)
 	// UpdateTemplate writes the build's outcome: status, reason,
-	// failed_line, digest, image_hash, size_bytes, env, workdir, user,
-	// ready_at. ENOTFOUND if it was deleted.
+	// failed_line, digest, image_hash, size_bytes, blob_digest, env,
+	// workdir, user, ready_at. ENOTFOUND if it was deleted.
 	UpdateTemplate(ctx context.Context, t *Template) error
 	// DeleteTemplate removes a template's record; ENOTFOUND if none.
 	DeleteTemplate(ctx context.Context, id string) error

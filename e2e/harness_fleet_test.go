@@ -56,6 +56,8 @@ type fleetOptions struct {
 	extra []string
 	// env is added to every node's environment.
 	env []string
+	// sessions is every node's --max-sessions (default fleetSessions).
+	sessions int
 }
 
 // fleetNode is one node of the fleet: its state directory, cgroup
@@ -90,6 +92,10 @@ func startTestFleet(t *testing.T, o fleetOptions) *testFleet {
 	tf := &testFleet{t: t, pg: startPostgres(t), etcd: etcdtest.Start(t, 3)}
 	tf.ecli = tf.etcd.Client(t)
 	bin := ""
+	sessions := fleetSessions
+	if o.sessions > 0 {
+		sessions = o.sessions
+	}
 	for i := 0; i < fleetNodes; i++ {
 		id := fmt.Sprintf("n%d", i)
 		n := &fleetNode{id: id, addr: freeLoopback(t)}
@@ -98,7 +104,7 @@ func startTestFleet(t *testing.T, o fleetOptions) *testFleet {
 		n.cut = newCutProxies(t, tf.etcd.Endpoints())
 		n.flags = append(append([]string{"--store", tf.pg.URL("airlock"), "--no-egress"}, quiet...),
 			"--etcd", strings.Join(n.cut.endpoints(), ","), "--node-id", n.id, "--fleet-secret", fleetSecret,
-			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(fleetSessions), "--max-sessions-per-tenant", "100",
+			"--fleet-lease-ttl", fleetTTL.String(), "--max-sessions", fmt.Sprint(sessions), "--max-sessions-per-tenant", "100",
 			// Default session sizes (small: 1 CPU) and no --fleet-cpus: a
 			// node of the fleet takes the sessions it would take alone.
 			"--max-concurrent", fmt.Sprint(fleetRuns), "--keep-sessions=false")

@@ -59,6 +59,13 @@ type Request struct {
 	Language  string
 	Size      string
 	Isolation string
+	// Template is the ID of the template the request starts from ("":
+	// none): nodes that hold it (Status.Templates) score higher.
+	Template string
+	// Volume names a volume the request mounts and VolumeNode the node
+	// that holds it: only that node may serve the request, and while it
+	// is not a live member the request is refused (volume-unavailable).
+	Volume, VolumeNode string
 }
 
 // Demand is what a placed request reserves on its node.
@@ -72,7 +79,14 @@ type Status struct {
 	Running       int            `json:"running"`         // sandboxes running (sessions and runs)
 	PoolReady     map[string]int `json:"pool_ready"`      // ready pool members by image
 	PoolMemoryMiB int64          `json:"pool_memory_mib"` // memory the idle pool members hold
+	// Templates are the IDs of the templates whose rootfs the node holds
+	// (built or pulled), at most MaxStatusTemplates.
+	Templates []string `json:"templates,omitempty"`
 }
+
+// MaxStatusTemplates bounds Status.Templates: a node with more publishes
+// those it made or pulled last.
+const MaxStatusTemplates = 64
 
 // Local is what the fleet needs of this node's sessions.
 type Local interface {
@@ -119,6 +133,9 @@ type Config struct {
 	// Auth authenticates a client's request before it is placed or
 	// routed (no etcd call is made for an anonymous request); required.
 	Auth Authenticator
+	// Affinity, if set, says which template and volume a placed request
+	// names, for its tenant (nil: placement by load alone).
+	Affinity Affinity
 	// NodeRanges are the address ranges forwarded requests may be sent
 	// to: a node whose address resolves outside them is never dialed.
 	// Default DefaultNodeRanges (loopback and the private ranges).

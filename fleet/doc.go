@@ -14,7 +14,9 @@
 //
 // and the pieces that use them, one file each: membership (register under
 // a lease, renew, publish load; adopt the lease again after a quick
-// restart), placement (best-of-K over live nodes that offer the tier),
+// restart), placement (best-of-K over live nodes that offer the tier,
+// preferring the nodes that hold the request's template and keeping a
+// request that mounts a volume to the volume's node: Affinity),
 // reservation (an etcd transaction whose mod-revision compares refuse
 // any reservation another placer made meanwhile, so no node is
 // overcommitted), sessionmap (a watch cache from session ID to node),

@@ -114,6 +114,7 @@ type local struct {
 	mu        sync.Mutex
 	held      map[string]bool
 	abandoned []string
+	templates []string // published in Status
 }
 
 func (l *local) Held(context.Context) ([]string, error) {
@@ -134,7 +135,11 @@ func (l *local) Abandon(_ context.Context, id, _ string) error {
 	return nil
 }
 
-func (l *local) Status(context.Context) fleet.Status { return fleet.Status{} }
+func (l *local) Status(context.Context) fleet.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fleet.Status{Templates: l.templates}
+}
 
 // node is one member: a fleet in front of a fake API.
 type node struct {
@@ -162,11 +167,13 @@ type opts struct {
 	ttl        time.Duration
 	leaseFile  string
 	tiers      []string
+	templates  []string       // the node holds these templates
+	affinity   fleet.Affinity // resolves templates and volumes
 }
 
 func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) *node {
 	t.Helper()
-	n := &node{id: id, local: &local{node: id, st: st, held: map[string]bool{}}}
+	n := &node{id: id, local: &local{node: id, st: st, held: map[string]bool{}, templates: o.templates}}
 	var h http.Handler
 	var front http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) })
 	if o.front != nil {
@@ -190,7 +197,7 @@ func startNode(t testing.TB, c *etcdtest.Cluster, st *store, id string, o opts) 
 	f, err := fleet.New(fleet.Config{
 		NodeRanges: o.nodeRanges,
 		Client:     cli, NodeID: id, Addr: n.srv.URL, Tiers: o.tiers, Capacity: o.capacity, Demand: demand,
-		Secret: secret, Auth: auth, Local: n.local, Store: st, LeaseTTL: o.ttl, LeaseFile: o.leaseFile,
+		Secret: secret, Auth: auth, Local: n.local, Store: st, LeaseTTL: o.ttl, LeaseFile: o.leaseFile, Affinity: o.affinity,
 		SweepEvery: 200 * time.Millisecond, ReapEvery: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -266,6 +273,9 @@ func (n *node) api() http.Handler {
 			http.Error(w, "no such session here", http.StatusNotFound)
 			return
 		}
+		fmt.Fprintf(w, `{"node":%q}`, n.id)
+	})
+	mux.HandleFunc("DELETE /v1/volumes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"node":%q}`, n.id)
 	})
 	mux.HandleFunc("PUT /v1/sessions/{id}/files", func(w http.ResponseWriter, r *http.Request) {

@@ -71,17 +71,22 @@ func (f *Fleet) Handler(local http.Handler) http.Handler {
 			return
 		}
 		kind, sid := classify(r)
-		if (kind != "" || sid != "") && r.Header.Get(headerE2BSandbox) == "" && !isPreviewPath(r) {
+		vol := volumeDeleted(r)
+		tenant := ""
+		if (kind != "" || sid != "" || vol != "") && r.Header.Get(headerE2BSandbox) == "" && !isPreviewPath(r) {
 			// Who asks, before anything is placed or looked up in etcd.
 			// (An E2B sandbox's data-plane requests carry its access
 			// token, which only the node holding it can check.)
-			if !f.authenticate(w, r) {
+			var ok bool
+			if tenant, ok = f.authenticate(w, r); !ok {
 				return
 			}
 		}
 		switch {
 		case kind != "":
-			f.servePlaced(w, r, local, kind)
+			f.servePlaced(w, r, local, kind, tenant)
+		case vol != "":
+			f.serveVolume(w, r, local, tenant, vol)
 		case sid != "":
 			f.serveOwned(w, r, local, sid)
 		default:
@@ -117,11 +122,12 @@ func isPreviewPath(r *http.Request) bool {
 }
 
 // authenticate answers a request no tenant's key vouches for with a
-// problem that says no more than that, and reports whether it may go on.
-func (f *Fleet) authenticate(w http.ResponseWriter, r *http.Request) bool {
-	_, err := f.cfg.Auth.Authenticate(r)
+// problem that says no more than that; it returns the tenant and whether
+// the request may go on.
+func (f *Fleet) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tenant, err := f.cfg.Auth.Authenticate(r)
 	if err == nil {
-		return true
+		return tenant, true
 	}
 	switch airlock.ErrorCode(err) {
 	case airlock.EUNAUTHORIZED, airlock.ENOTFOUND:
@@ -131,7 +137,7 @@ func (f *Fleet) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		f.log.Error("fleet: authenticating a request", "path", r.URL.Path, "err", err)
 		f.problem(w, airlock.Problem(airlock.EUNAVAILABLE, "unavailable", "the request could not be authenticated now").RetryLater(time.Second))
 	}
-	return false
+	return "", false
 }
 
 // classify says whether a request is placed (and as what), or is for a
@@ -161,13 +167,17 @@ func classify(r *http.Request) (Kind, string) {
 // placeBody is what placement reads of a request body (native and E2B).
 type placeBody struct {
 	Image      string `json:"image"`
+	Template   string `json:"template"`
 	TemplateID string `json:"templateID"`
 	Language   string `json:"language"`
 	Size       string `json:"size"`
 	Isolation  string `json:"isolation"`
+	Volumes    []struct {
+		Name string `json:"name"`
+	} `json:"volumes"`
 }
 
-func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.Handler, kind Kind) {
+func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.Handler, kind Kind, tenant string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxPlacedBodyBytes+1))
 	if err != nil {
 		f.problem(w, airlock.Errorf(airlock.EINVALID, "reading the request body: %v", err))
@@ -187,6 +197,10 @@ func (f *Fleet) servePlaced(w http.ResponseWriter, r *http.Request, local http.H
 	req := Request{Kind: kind, Image: pb.Image, Language: pb.Language, Size: pb.Size, Isolation: pb.Isolation}
 	if req.Image == "" {
 		req.Image = pb.TemplateID
+	}
+	if err := f.affinity(r.Context(), tenant, pb, &req); err != nil {
+		f.problem(w, err)
+		return
 	}
 	skip := map[string]bool{}
 	for try := 0; ; try++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,10 +19,22 @@ const (
 	problemEtcd   = "fleet-unavailable"
 )
 
+// Bonuses of score: a ready pool member of the image, and the request's
+// template on the node's disk. A node that holds the template wins unless
+// it is much fuller than another: its free shares lower by more than a
+// quarter of their range for a session (0 to 4), a third for a run (0 to
+// 3).
+const (
+	poolBonus     = 0.5
+	templateBonus = 1.0
+)
+
 // score ranks a node for a request: the free share of its slots (and,
-// for a session, of the CPU and memory it bounds), plus a bonus when its pool has a ready sandbox
-// of the image. Higher is better.
-func score(n Node, used Capacity, kind Kind, image string) float64 {
+// for a session, of the CPU and memory it bounds), plus a bonus when its
+// pool has a ready sandbox of the image and one when it holds the
+// request's template. Higher is better.
+func score(n Node, used Capacity, req Request) float64 {
+	kind, image := req.Kind, req.Image
 	free := func(total, taken int64) float64 {
 		if total <= 0 {
 			return 1 // no bound
@@ -39,9 +52,17 @@ func score(n Node, used Capacity, kind Kind, image string) float64 {
 		s += 2 * free(int64(n.Capacity.Runs), int64(used.Runs))
 	}
 	if image != "" && n.Status.PoolReady[image] > 0 {
-		s += 0.5
+		s += poolBonus
+	}
+	if n.holds(req.Template) {
+		s += templateBonus
 	}
 	return s
+}
+
+// holds reports whether the node published that it holds the template.
+func (n *Node) holds(template string) bool {
+	return template != "" && slices.Contains(n.Status.Templates, template)
 }
 
 // Place is place for callers outside the HTTP front (benchmarks, tools):
@@ -64,16 +85,29 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 		return nil, Node{}, err
 	}
 	var cands []Node
-	for _, n := range f.Members() {
-		if !skip[n.ID] && n.offers(req.Isolation) {
+	members := f.Members()
+	if req.VolumeNode != "" && !slices.ContainsFunc(members, func(n Node) bool { return n.ID == req.VolumeNode }) {
+		return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, ProblemVolumeUnavailable,
+			"volume %s is held by node %s, which is not a live member of the fleet now; sessions mounting it run only there",
+			req.Volume, req.VolumeNode).With("node", req.VolumeNode).RetryLater(10 * time.Second)
+	}
+	for _, n := range members {
+		if !skip[n.ID] && n.offers(req.Isolation) && (req.VolumeNode == "" || n.ID == req.VolumeNode) {
 			cands = append(cands, n)
 		}
+	}
+	if len(cands) == 0 && req.VolumeNode != "" {
+		return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, ProblemVolumeUnavailable,
+			"volume %s is held by node %s, which cannot take the request now (unreachable, or it lacks isolation %q)",
+			req.Volume, req.VolumeNode, req.Isolation).With("node", req.VolumeNode).RetryLater(5 * time.Second)
 	}
 	if len(cands) == 0 {
 		return nil, Node{}, airlock.Problem(airlock.EUNAVAILABLE, ProblemNoNode,
 			"no live node of the fleet offers isolation %q", req.Isolation).RetryLater(5 * time.Second)
 	}
 	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	// The nodes that hold the template are always among the sampled.
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].holds(req.Template) && !cands[j].holds(req.Template) })
 	type ranked struct {
 		n Node
 		s float64
@@ -81,7 +115,7 @@ func (f *Fleet) place(ctx context.Context, req Request, skip map[string]bool) (*
 	rank := func(ns []Node) []ranked {
 		out := make([]ranked, 0, len(ns))
 		for _, n := range ns {
-			out = append(out, ranked{n, score(n, usage(f.Reservations(n.ID)), req.Kind, req.Image)})
+			out = append(out, ranked{n, score(n, usage(f.Reservations(n.ID)), req)})
 		}
 		sort.SliceStable(out, func(i, j int) bool { return out[i].s > out[j].s })
 		return out

@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/service/preview"
 	"github.com/airlockhq/airlock/service/provision"
 	"github.com/airlockhq/airlock/service/session"
+	"github.com/airlockhq/airlock/service/template"
 )
 
 // FleetConfig are the settings of a node of a fleet. Without Etcd there
@@ -161,8 +162,9 @@ func (o FleetConfig) client() (*clientv3.Client, error) {
 
 // fleetLocal is what the fleet sees of this node.
 type fleetLocal struct {
-	sessions *session.Manager
-	prov     *provision.Provisioner
+	sessions  *session.Manager
+	prov      *provision.Provisioner
+	templates func() []string // the IDs of the templates on this node's disk
 }
 
 func (l fleetLocal) Held(ctx context.Context) ([]string, error) { return l.sessions.Held(ctx) }
@@ -177,8 +179,51 @@ func (l fleetLocal) Status(ctx context.Context) fleet.Status {
 	members, mem := l.prov.PoolStats()
 	// The pool does not say which images its members are of; "*" is all.
 	st.PoolReady, st.PoolMemoryMiB = map[string]int{"*": members}, mem>>20
+	if l.templates != nil {
+		if ids := l.templates(); len(ids) > 0 {
+			st.Templates = ids[:min(len(ids), fleet.MaxStatusTemplates)]
+		}
+	}
 	return st
 }
+
+// fleetAffinity reads a placed request's template and volumes in the
+// shared store.
+type fleetAffinity struct {
+	templates func() *template.Service
+	volumes   airlock.VolumeStore
+}
+
+// Template returns the ID of the tenant's template of that name (else
+// the operator's), or "".
+func (a fleetAffinity) Template(ctx context.Context, tenantID, name string) (string, error) {
+	svc := a.templates()
+	if svc == nil || airlock.ValidateTemplateName(name) != nil {
+		return "", nil
+	}
+	t, err := svc.GetTemplate(ctx, &airlock.Tenant{ID: tenantID}, name)
+	if airlock.ErrorCode(err) == airlock.ENOTFOUND {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.ID, nil
+}
+
+// VolumeNode returns the node holding the tenant's volume of that name.
+func (a fleetAffinity) VolumeNode(ctx context.Context, tenantID, name string) (string, error) {
+	if a.volumes == nil || !airlock.ValidVolumeName(name) {
+		return "", nil
+	}
+	v, err := a.volumes.Volume(ctx, tenantID, name)
+	if err != nil {
+		return "", err
+	}
+	return v.Node, nil
+}
+
+var _ fleet.Affinity = fleetAffinity{}
 
 var _ fleet.Local = fleetLocal{}
 
@@ -186,7 +231,7 @@ var _ fleet.Local = fleetLocal{}
 // error, without --etcd.
 func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSize]session.Size, runLimits airlock.Limits,
 	maxSessions, maxRuns int, stateDir string, sessions *session.Manager, prov *provision.Provisioner, store fleet.Store,
-	auth fleet.Authenticator, previewDomain string, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
+	auth fleet.Authenticator, affinity fleet.Affinity, heldTemplates func() []string, previewDomain string, logger *slog.Logger) (*fleet.Fleet, *clientv3.Client, error) {
 	if !o.enabled() {
 		return nil, nil, nil
 	}
@@ -232,7 +277,8 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 		Secret:     o.Secret,
 		Auth:       auth,
 		NodeRanges: ranges,
-		Local:      fleetLocal{sessions: sessions, prov: prov},
+		Local:      fleetLocal{sessions: sessions, prov: prov, templates: heldTemplates},
+		Affinity:   affinity,
 		Store:      store,
 		LeaseTTL:   o.LeaseTTL,
 		K:          o.K,
@@ -262,7 +308,8 @@ func startFleet(ctx context.Context, o FleetConfig, sizes map[airlock.SessionSiz
 func (n *Node) joinFleet(ctx context.Context) error {
 	c := n.cfg
 	fl, cli, err := startFleet(ctx, c.Fleet, c.Sessions.Sizes, c.limits(), c.Sessions.Max, c.MaxConcurrent, c.StateDir, n.Sessions, n.Provisioner, n.Store,
-		n.fleetAuth(), c.Preview.Domain, n.logger)
+		n.fleetAuth(), fleetAffinity{templates: func() *template.Service { return n.Templates }, volumes: n.Store}, n.heldTemplates,
+		c.Preview.Domain, n.logger)
 	if err != nil || fl == nil {
 		return err
 	}

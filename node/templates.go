@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/secretscan"
@@ -84,8 +87,9 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 	for k, b := range c.Builders {
 		builders[k] = b
 	}
+	blobs, onPull := n.templateObjects()
 	svc, err = template.New(template.Config{
-		StateDir: n.cfg.StateDir, Store: n.Store, AgentPath: n.cfg.AgentPath,
+		StateDir: n.cfg.StateDir, Store: n.Store, AgentPath: n.cfg.AgentPath, Blobs: blobs, OnPull: onPull,
 		Secrets: secretscan.Default().WithKnown(secrets), Builders: builders, Validators: validators,
 		MaxContextBytes: c.MaxContextBytes, MaxBytes: c.MaxBytes, MaxFiles: c.MaxFiles, QuotaBytes: c.QuotaBytes,
 		Logger: n.logger.With("component", "templates"),
@@ -109,6 +113,45 @@ func (n *Node) startTemplates(ctx context.Context, secrets *secretscan.Known) er
 	n.Templates = svc
 	n.onClose(func() { svc.Close() })
 	return nil
+}
+
+// templateObjects are the object store templates go through, and the
+// counter of pulls from it: only a node of a fleet with a shared object
+// store (--etcd and --blobs s3://...) has them; elsewhere a template stays
+// on the node that built it.
+func (n *Node) templateObjects() (airlock.Blobs, template.PullFunc) {
+	if !n.cfg.Fleet.enabled() || n.cfg.Blobs.URL == "" || n.Blobs == nil {
+		return nil, nil
+	}
+	pulls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_template_pulls_total",
+		Help: "Templates this node pulled from the fleet's object store, by result (pulled, failed).",
+	}, []string{"result"})
+	pullSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "airlock_template_pull_seconds",
+		Help:    "How long pulling a template from the fleet's object store took (pulls that succeeded).",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
+	})
+	n.Registry.MustRegister(pulls, pullSeconds)
+	pulls.WithLabelValues("pulled")
+	pulls.WithLabelValues("failed")
+	return n.Blobs, func(id string, took time.Duration, err error) {
+		if err != nil {
+			pulls.WithLabelValues("failed").Inc()
+			return
+		}
+		pulls.WithLabelValues("pulled").Inc()
+		pullSeconds.Observe(took.Seconds())
+	}
+}
+
+// heldTemplates are the IDs of the templates on this node's disk (nil
+// without templates), for its fleet status.
+func (n *Node) heldTemplates() []string {
+	if n.Templates == nil {
+		return nil
+	}
+	return n.Templates.Held()
 }
 
 // resolver is the image resolver of the services: images, and the

@@ -13,7 +13,7 @@ import (
 var _ airlock.TemplateStore = (*DB)(nil)
 
 const templateColumns = `id, tenant_id, name, status, reason, failed_line, source, from_image, context_id, session_id,
-	digest, image_hash, size_bytes, start_cmd, ready_cmd, env, workdir, run_user, created_at, ready_at, memory_snapshot_id`
+	digest, image_hash, size_bytes, start_cmd, ready_cmd, env, workdir, run_user, created_at, ready_at, memory_snapshot_id, blob_digest`
 
 func scanTemplate(row scanner) (*airlock.Template, error) {
 	var t airlock.Template
@@ -22,7 +22,7 @@ func scanTemplate(row scanner) (*airlock.Template, error) {
 	var ready *int64
 	if err := row.Scan(&t.ID, &t.TenantID, &t.Name, &t.Status, &t.Reason, &t.FailedLine, &t.Source, &t.FromImage,
 		&t.ContextID, &t.SessionID, &t.Digest, &t.ImageHash, &t.SizeBytes, &t.StartCmd, &t.ReadyCmd, &env,
-		&t.Workdir, &t.User, &created, &ready, &t.MemorySnapshotID); err != nil {
+		&t.Workdir, &t.User, &created, &ready, &t.MemorySnapshotID, &t.BlobDigest); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &t.Env); err != nil {
@@ -58,10 +58,10 @@ func (db *DB) CreateTemplate(ctx context.Context, t *airlock.Template) error {
 	}
 	t.CreatedAt = stamp(t.CreatedAt, now)
 	_, err := db.write.ExecContext(ctx, `INSERT INTO templates (`+templateColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
 		t.ID, t.TenantID, t.Name, string(t.Status), t.Reason, t.FailedLine, string(t.Source), t.FromImage, t.ContextID,
 		t.SessionID, t.Digest, t.ImageHash, t.SizeBytes, t.StartCmd, t.ReadyCmd, templateEnv(t.Env), t.Workdir, t.User,
-		nanos(t.CreatedAt), nullNanos(t.ReadyAt), t.MemorySnapshotID)
+		nanos(t.CreatedAt), nullNanos(t.ReadyAt), t.MemorySnapshotID, t.BlobDigest)
 	if db.isUnique(err) {
 		return airlock.Problem(airlock.ECONFLICT, "template-exists", "a template named %q exists; delete it first or choose another name", t.Name)
 	}
@@ -122,9 +122,9 @@ func (db *DB) UpdateTemplate(ctx context.Context, t *airlock.Template) error {
 	ctx, done := db.bound(ctx)
 	defer done()
 	res, err := db.write.ExecContext(ctx, `UPDATE templates SET status = $1, reason = $2, failed_line = $3, digest = $4,
-		image_hash = $5, size_bytes = $6, env = $7, workdir = $8, run_user = $9, ready_at = $10 WHERE id = $11`,
+		image_hash = $5, size_bytes = $6, env = $7, workdir = $8, run_user = $9, ready_at = $10, blob_digest = $11 WHERE id = $12`,
 		string(t.Status), t.Reason, t.FailedLine, t.Digest, t.ImageHash, t.SizeBytes, templateEnv(t.Env), t.Workdir,
-		t.User, nullNanos(t.ReadyAt), t.ID)
+		t.User, nullNanos(t.ReadyAt), t.BlobDigest, t.ID)
 	if err != nil {
 		return db.wrap(ctx, "update template", err)
 	}

@@ -48,6 +48,13 @@ type Config struct {
 	// Concurrent bounds the builds running at once on the node; others
 	// wait (their status stays building).
 	Concurrent int
+	// Blobs is the fleet's shared object store (nil: templates stay on
+	// the node that built them). Every template published is uploaded to
+	// it, and a template this node does not hold is pulled from it
+	// (objects.go).
+	Blobs airlock.Blobs
+	// OnPull, if set, is told of every pull from Blobs that ended.
+	OnPull PullFunc
 	// Forget, if set, is called with a deleted template's image name
 	// (airlock.Template.ImageName): the node drops what it keeps ready
 	// of it (pool members, base snapshots).

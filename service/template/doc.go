@@ -24,7 +24,11 @@
 //     asked, deleted with the template;
 //   - the OCI import Builder (oci.go, unpack.go): registry pulls with
 //     go-containerregistry, uploaded OCI layouts and docker save
-//     archives, a layer cache by digest, and the safe unpacker.
+//     archives, a layer cache by digest, and the safe unpacker;
+//   - templates in a fleet's object store (objects.go): each template
+//     published is uploaded as one archive, its digest recorded; a node
+//     that does not hold a template pulls it once (single flight), checks
+//     the digest and unpacks it with the safe unpacker.
 //
 // On-disk layout, under <state>/templates:
 //

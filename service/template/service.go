@@ -29,7 +29,8 @@ type Service struct {
 	sem    chan struct{}
 
 	mu     sync.Mutex
-	builds map[string]*running // by template ID
+	builds map[string]*running  // by template ID
+	pulls  map[string]*pullCall // by template ID (objects.go)
 	// deleteMemory deletes the memory snapshot a template from a
 	// session holds (OnDeleteMemory).
 	deleteMemory func(ctx context.Context, tenant *airlock.Tenant, snapshotID string) error
@@ -57,7 +58,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, dir: filepath.Join(state, "templates"), sem: make(chan struct{}, cfg.Concurrent), builds: map[string]*running{}}
+	s := &Service{cfg: cfg, dir: filepath.Join(state, "templates"), sem: make(chan struct{}, cfg.Concurrent), builds: map[string]*running{},
+		pulls: map[string]*pullCall{}}
 	for _, d := range []string{s.dir, s.tmpDir(), s.logsDir(), s.contextsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -208,7 +210,7 @@ func (s *Service) build(ctx context.Context, br *BuildRequest, build Builder, lo
 		err = s.checkQuota(ctx, &airlock.Tenant{ID: t.TenantID}, fin.SizeBytes)
 	}
 	if err == nil {
-		err = s.publish(ctx, &t, res, fin, tmp)
+		err = s.publish(ctx, &t, res, fin, tmp, logf)
 	}
 	if err == nil {
 		logf("ready: %s (%s)", t.Name, image.HumanSize(t.SizeBytes))
@@ -224,7 +226,7 @@ func (s *Service) build(ctx context.Context, br *BuildRequest, build Builder, lo
 
 // publish moves the finished rootfs into place and records the template
 // ready; a template deleted meanwhile is removed again.
-func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildResult, fin *image.Finished, tmp string) error {
+func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildResult, fin *image.Finished, tmp string, logf func(string, ...any)) error {
 	if res == nil {
 		res = &BuildResult{}
 	}
@@ -236,7 +238,21 @@ func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildRe
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
+	if s.cfg.Blobs != nil {
+		// Into the fleet's object store, for the nodes that do not hold
+		// it; a template that cannot be uploaded is still ready here.
+		logf("upload to the object store")
+		start := time.Now()
+		if digest, n, err := s.upload(ctx, t.ID, tmp); err != nil {
+			s.cfg.Logger.Error("upload a template to the object store", "template", t.ID, "err", err)
+			logf("not uploaded (the server's log has the details): the template is on this node only")
+		} else {
+			t.BlobDigest = digest
+			logf("uploaded %s (%s) in %.1fs", digest, image.HumanSize(n), time.Since(start).Seconds())
+		}
+	}
 	if err := os.Rename(tmp, s.rootfsDir(t.ID)); err != nil {
+		s.deleteObject(ctx, t)
 		return err
 	}
 	now := time.Now().UTC()
@@ -244,6 +260,7 @@ func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildRe
 	t.Env, t.Workdir, t.User, t.ReadyAt = res.Env, res.Workdir, res.User, &now
 	if err := s.cfg.Store.UpdateTemplate(context.WithoutCancel(ctx), t); err != nil {
 		s.removeRootfs(t.ID)
+		s.deleteObject(ctx, t)
 		return err
 	}
 	return nil
@@ -359,6 +376,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant *airlock.Tenant, na
 			s.cfg.Logger.Error("delete a template's memory snapshot", "template", t.ID, "snapshot", t.MemorySnapshotID, "err", err)
 		}
 	}
+	s.deleteObject(ctx, t)
 	s.removeRootfs(t.ID)
 	os.Remove(s.logPath(t.ID))
 	return nil
@@ -390,20 +408,22 @@ func (s *Service) ResolveTemplate(ctx context.Context, tenantID, name string) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.imageOf(t)
+	return s.imageOf(ctx, t)
 }
 
-func (s *Service) imageOf(t *airlock.Template) (*airlock.Image, error) {
+// imageOf is the image of a ready template, pulled from the object store
+// first when this node does not hold it.
+func (s *Service) imageOf(ctx context.Context, t *airlock.Template) (*airlock.Image, error) {
 	switch t.Status {
 	case airlock.TemplateBuilding:
 		return nil, airlock.Problem(airlock.ECONFLICT, "template-not-ready", "template %q is still building; see GET /v1/templates/%s", t.Name, t.Name)
 	case airlock.TemplateFailed:
 		return nil, airlock.Problem(airlock.EUNPROCESSABLE, "template-failed", "template %q failed to build: %s", t.Name, t.Reason)
 	}
-	rootfs := filepath.Join(s.rootfsDir(t.ID), "rootfs")
-	if _, err := os.Stat(rootfs); err != nil {
-		return nil, airlock.Problem(airlock.EUNAVAILABLE, "template-not-on-node", "template %q is not on this node", t.Name)
+	if err := s.ensureLocal(ctx, t); err != nil {
+		return nil, err
 	}
+	rootfs := filepath.Join(s.rootfsDir(t.ID), "rootfs")
 	img := &airlock.Image{Name: t.ImageName(), Hash: t.ImageHash, Rootfs: rootfs, SizeBytes: t.SizeBytes, Env: append([]string(nil), t.Env...),
 		StartCmd: t.StartCmd, ReadyCmd: t.ReadyCmd, MemorySnapshotID: t.MemorySnapshotID}
 	if t.ReadyAt != nil {
@@ -433,7 +453,7 @@ func (r *images) Resolve(ctx context.Context, name string) (*airlock.Image, erro
 	if err != nil {
 		return nil, err
 	}
-	return r.s.imageOf(t)
+	return r.s.imageOf(ctx, t)
 }
 
 // Recover records the builds an earlier process left building as failed.

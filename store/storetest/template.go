@@ -67,12 +67,14 @@ func testTemplates(t *testing.T, bk Backend) {
 	now := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 	op.Status, op.Digest, op.ImageHash, op.SizeBytes = airlock.TemplateReady, "sha256:abc", "def", 1234
 	op.Env, op.Workdir, op.User, op.ReadyAt = []string{"A=1", "B=2"}, "/app", "1000", &now
+	op.BlobDigest = "sha256:0123"
 	if err := db.UpdateTemplate(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	got, err = db.TemplateByID(ctx, op.ID)
 	if err != nil || got.Status != airlock.TemplateReady || got.SizeBytes != 1234 || len(got.Env) != 2 || got.Workdir != "/app" ||
-		got.User != "1000" || got.ReadyAt == nil || !got.ReadyAt.Equal(now) || got.Digest != "sha256:abc" {
+		got.User != "1000" || got.ReadyAt == nil || !got.ReadyAt.Equal(now) || got.Digest != "sha256:abc" ||
+		got.BlobDigest != "sha256:0123" {
 		t.Fatalf("TemplateByID after update = %+v, %v", got, err)
 	}
 	ta.Status, ta.Reason, ta.FailedLine, ta.SizeBytes = airlock.TemplateFailed, "step 3 failed", 3, 10
