@@ -19,12 +19,16 @@ type BuildStep struct {
 	UID    uint32
 	GID    uint32
 	Limits Limits // CPUs, MemoryBytes, Pids and Timeout are applied
+	// Network, when set, puts the step's sandbox in a network the node's
+	// egress made for it (NetworkAttachment.Sandbox); nil: no network.
+	Network *SandboxNetwork
 	// Output receives the program's stdout and stderr, interleaved.
 	Output io.Writer
 }
 
 // BuildRunner runs build steps in sandboxes. The gvisor backend
-// implements it: a step's program runs under runsc with no network.
+// implements it: a step's program runs under runsc with no network
+// unless the step names one.
 type BuildRunner interface {
 	// RunBuildStep runs the step to its end and returns its exit status.
 	// An error means the step could not be run (or was cancelled), not

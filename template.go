@@ -122,6 +122,34 @@ type CreateTemplateRequest struct {
 	ReadyCmd     string        `json:"ready_cmd,omitempty"`
 	// BuildArgs set the Dockerfile's ARG values (dockerfile only).
 	BuildArgs map[string]string `json:"build_args,omitempty"`
+	// Network gives the Dockerfile's RUN steps a network through the
+	// node's egress proxy, under its allow list (dockerfile only). Without
+	// it, RUN steps have no network.
+	Network *TemplateNetwork `json:"network,omitempty"`
+}
+
+// TemplateNetwork is the network of a Dockerfile build's RUN steps:
+// each RUN runs in a network namespace of its own whose only way out is
+// the node's egress proxy, which admits the names of Allow (the syntax
+// of a session's allow list) and nothing the operator's egress rules
+// forbid, and counts the bytes against the tenant's egress budget.
+type TemplateNetwork struct {
+	Allow []string `json:"allow"`
+}
+
+// Policy is the allow list as a sandbox's network policy.
+func (n *TemplateNetwork) Policy() NetworkPolicy {
+	return NetworkPolicy{Mode: NetworkAllowList, Allow: n.Allow}
+}
+
+// Validate checks the allow list: at least one entry, each one a valid
+// allow-list entry.
+func (n *TemplateNetwork) Validate() error {
+	if len(n.Allow) == 0 {
+		return Problem(EINVALID, "invalid-network", "network.allow must name at least one host; leave network out for a build without one")
+	}
+	_, err := ParseAllowList(n.Allow)
+	return err
 }
 
 // Source returns the request's source kind, or an EINVALID problem when
@@ -146,6 +174,9 @@ func (r *CreateTemplateRequest) Source() (TemplateSource, error) {
 	}
 	if s != TemplateFromImage && r.RegistryAuth != nil {
 		return "", Problem(EINVALID, "invalid-template-source", "registry_auth goes with from_image")
+	}
+	if s != TemplateFromDockerfile && r.Network != nil {
+		return "", Problem(EINVALID, "invalid-template-source", "network goes with dockerfile: it is the network of its RUN steps")
 	}
 	return s, nil
 }
@@ -189,6 +220,9 @@ func (r *CreateTemplateRequest) Validate() error {
 		return Problem(EINVALID, "invalid-template-source", "start_cmd and ready_cmd may be at most %d bytes", MaxTemplateCmdBytes)
 	case strings.ContainsRune(r.FromImage, 0) || strings.ContainsAny(r.FromImage, " \t\r\n"):
 		return Problem(EINVALID, "invalid-image-reference", "from_image is not an image reference")
+	}
+	if r.Network != nil {
+		return r.Network.Validate()
 	}
 	return nil
 }

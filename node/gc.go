@@ -37,8 +37,10 @@ func (n *Node) gcLoop(ctx context.Context) {
 // than the current one of each name that no sandbox of the node runs on
 // (only when the node builds its own images: a node given its images
 // by another does not own them), template directories without a record
-// or a session, base snapshots of deleted templates and cached layers no
-// template lists. It logs what it freed.
+// or a session, base snapshots of deleted templates, cached layers no
+// template lists, and the Dockerfile step cache's entries and registry
+// images for FROM that no template lists and no build in progress uses,
+// idle for a day (template.Collect). It logs what it freed.
 func (n *Node) CollectGarbage(ctx context.Context) {
 	start := time.Now()
 	var dirs []string

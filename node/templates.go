@@ -193,7 +193,7 @@ func (n *Node) dockerfileBuilder(secrets *secretscan.Known) (*dockerfile.Builder
 			return nil, err
 		}
 		return dockerfile.New(dockerfile.Config{
-			Dir: filepath.Join(state, "templates", "dockerfile"), Runner: r, StepLimits: n.cfg.Templates.DockerfileStepLimits,
+			Dir: filepath.Join(state, "templates", "dockerfile"), Runner: r, Egress: n.egress, StepLimits: n.cfg.Templates.DockerfileStepLimits,
 			Secrets: secretscan.Default().WithKnown(secrets), Logger: n.logger.With("component", "dockerfile"),
 		})
 	}

@@ -31,8 +31,9 @@ var buildCaps = []string{
 func (c *Config) buildsDir() string { return filepath.Join(c.StateDir, "builds") }
 
 // RunBuildStep runs one template build step: `runsc run` in the
-// foreground on the step's writable rootfs, with no network, the
-// step's limits in a cgroup of its own, and its output copied to
+// foreground on the step's writable rootfs, with no network (or, when
+// step.Network is set, in the network the node's egress made for it),
+// the step's limits in a cgroup of its own, and its output copied to
 // step.Output. The sandbox is gone when it returns.
 func (b *Backend) RunBuildStep(ctx context.Context, step airlock.BuildStep) (int, error) {
 	if !validID.MatchString(step.ID) {
@@ -66,7 +67,11 @@ func (b *Backend) RunBuildStep(ctx context.Context, step airlock.BuildStep) (int
 	}); err != nil {
 		return -1, err
 	}
-	if err := writeBundle(dir, buildSpec(step, rootfs, cgroup)); err != nil {
+	spec := buildSpec(step, rootfs, cgroup)
+	if err := applyNetwork(spec, step.Network, dir); err != nil {
+		return -1, err
+	}
+	if err := writeBundle(dir, spec); err != nil {
 		return -1, err
 	}
 	if step.Limits.Timeout > 0 {
@@ -78,7 +83,7 @@ func (b *Backend) RunBuildStep(ctx context.Context, step airlock.BuildStep) (int
 	if out == nil {
 		out = io.Discard
 	}
-	args := append(b.globalFlags(), "run", "--bundle", dir, step.ID)
+	args := append(append(b.globalFlags(), networkFlags(step.Network)...), "run", "--bundle", dir, step.ID)
 	cmd := exec.Command(b.cfg.Runsc, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out

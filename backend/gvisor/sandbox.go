@@ -110,8 +110,18 @@ func (s *Sandbox) start(ctx context.Context, spec airlock.SandboxSpec, from stri
 		if err := makeDiskDirs(workspace, tmp); err != nil {
 			return err
 		}
-		if err := seedWorkspace(ctx, spec.Image, workspace, spec.Limits.DiskBytes); err != nil {
-			return err
+		// A restore gets the checkpoint's workspace and /tmp; a boot
+		// (or a checkpoint that kept no disk) the image's workspace.
+		loaded := false
+		if from != "" {
+			if loaded, err = loadDisk(ctx, from, workspace, tmp, spec.Limits.DiskBytes); err != nil {
+				return err
+			}
+		}
+		if !loaded {
+			if err := seedWorkspace(ctx, spec.Image, workspace, spec.Limits.DiskBytes); err != nil {
+				return err
+			}
 		}
 	}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/airlockhq/airlock"
@@ -31,13 +32,20 @@ func (b *Backend) Checkpoint(ctx context.Context, sb airlock.Sandbox, dir string
 		os.RemoveAll(dir)
 		return fmt.Errorf("gvisor: checkpoint %s: %w", s.id, err)
 	}
+	// The sandbox is stopped: its workspace and /tmp are as the
+	// checkpoint saw them (see diskstate.go).
+	if err := saveDisk(ctx, filepath.Join(s.dir, "disk"), dir, 0); err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
 	return nil
 }
 
 // Restore starts a sandbox from a checkpoint made by Checkpoint of a
-// sandbox with the same image and limits. The restored sandbox has its own
-// fresh workspace and /tmp; its agent and processes continue where the
-// checkpoint left them.
+// sandbox with the same image and limits. The restored sandbox has a
+// fresh disk of its own whose workspace and /tmp hold what the
+// checkpointed sandbox's held; its agent and processes continue where
+// the checkpoint left them.
 func (b *Backend) Restore(ctx context.Context, spec airlock.SandboxSpec, dir string) (airlock.Sandbox, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("gvisor: restore: %w", err)

@@ -19,7 +19,7 @@ const imageUsage = `usage (airlock node image; "airlock image" is deprecated):
   airlock image build [--state-dir DIR] [--agent PATH] [--mirror URL] [--guest] NAME...   (NAME may be "all")
   airlock image scan [--state-dir DIR] [--broker-config FILE] NAME...   (checks built images for credentials)
   airlock image ls [--state-dir DIR] [-o json|table]
-  airlock image prune [--state-dir DIR] [--agent PATH] [--dry-run]   (removes image versions, template leftovers and layers nothing uses)`
+  airlock image prune [--state-dir DIR] [--agent PATH] [--dry-run]   (removes image versions, template leftovers, layers and Dockerfile build caches nothing uses)`
 
 func runImage(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
@@ -202,7 +202,9 @@ func runImagePrune(ctx context.Context, args []string) error {
 	}
 	removed, freed := c.Removed, c.FreedBytes
 	// Templates, when the node has a store: leftovers no record or
-	// session refers to, snapshots of deleted templates, unlisted layers.
+	// session refers to, snapshots of deleted templates, unlisted layers,
+	// and the Dockerfile step cache and FROM images no template lists and
+	// no build in progress (a pin on disk) claims.
 	if db, err := openStore(ctx, *stateDir, true); err == nil {
 		defer db.Close()
 		gcs, ok := db.(template.GCStore)

@@ -13,7 +13,8 @@ import (
 
 const templateUsage = `usage:
   airlock template build [-f Dockerfile] DIR --name NAME [--start-cmd CMD]
-                         [--ready-cmd CMD] [--build-arg KEY=VALUE]... [-o json|table]
+                         [--ready-cmd CMD] [--build-arg KEY=VALUE]... [--allow HOST]...
+                         [-o json|table]
   airlock template import REF --name NAME [--username USER] [--wait] [-o json|table]
   airlock template ls [-o json|table]
   airlock template show NAME [-o json|table]
@@ -41,6 +42,8 @@ flags:
   --start-cmd CMD         a process started in every sandbox of the template
   --ready-cmd CMD         run until it succeeds before a sandbox is handed out
   --build-arg KEY=VALUE   a Dockerfile ARG's value; repeatable
+  --allow HOST            give RUN steps a network through the egress proxy,
+                          to HOST (host, host:port or *.domain[:port]); repeatable
   -o, --output FORMAT     table or json; build and import print only the name without it
   --url URL, --key KEY, --profile NAME
                           server, API key and profile (see airlock login)
@@ -69,6 +72,8 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 	readyCmd := fs.String("ready-cmd", "", "")
 	bargs := buildArgs{}
 	fs.Var(bargs, "build-arg", "")
+	var allow allowList
+	fs.Var(&allow, "allow", "")
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
 		return flagErr(err)
@@ -86,6 +91,9 @@ func runTemplate(ctx context.Context, args []string, std stdio) error {
 		req := airlock.CreateTemplateRequest{Name: *name, StartCmd: *startCmd, ReadyCmd: *readyCmd}
 		if len(bargs) > 0 {
 			req.BuildArgs = bargs
+		}
+		if len(allow) > 0 {
+			req.Network = &airlock.TemplateNetwork{Allow: allow}
 		}
 		t, err := runTemplateBuild(ctx, c, *file, pos[0], req, std)
 		if err != nil {

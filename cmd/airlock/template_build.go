@@ -29,6 +29,19 @@ func (b buildArgs) Set(s string) error {
 	return nil
 }
 
+// allowList is a repeatable --allow HOST: the build's network allow list.
+type allowList []string
+
+func (a *allowList) String() string { return strings.Join(*a, ",") }
+
+func (a *allowList) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("--allow wants a host, host:port or *.domain[:port]")
+	}
+	*a = append(*a, s)
+	return nil
+}
+
 // runTemplateBuild is airlock template build -f Dockerfile DIR --name
 // NAME: DIR is sent as the build context (a tar uploaded with POST
 // /v1/templates/contexts), the template is created with the Dockerfile,

@@ -159,3 +159,53 @@ func TestTemplateBaseSnapshot(t *testing.T) {
 		t.Fatalf("a snapshot was made again after Forget: %v", s)
 	}
 }
+
+// TestTemplateBaseSnapshotKeepsDisk: what a template's start_cmd wrote
+// to /tmp and /workspace before its base snapshot was taken (a file it
+// holds open among it) is there in a sandbox restored from the
+// snapshot, as in a cold one; the restore does not fail over it.
+func TestTemplateBaseSnapshotKeepsDisk(t *testing.T) {
+	snapDir := filepath.Join(t.TempDir(), "snapshots")
+	st := teststack.New(t, teststack.Options{NoServer: true, SnapshotDir: snapDir, Pool: provision.PoolConfig{Disabled: true}})
+	base, err := st.Images.Resolve(context.Background(), "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.NewTenant(t, "a"+airlock.NewID()[:8]).Tenant
+	tpl := templateImage(t, base, "tpd"+airlock.NewID()[:12], false)
+	tpl.StartCmd = "mkdir -p /tmp/run && echo started > /tmp/run/started && echo ws > /workspace/ws.txt && exec sleep 100000 < /tmp/run/started"
+	tpl.ReadyCmd = "test -s /tmp/run/started"
+	p := st.Provisioner
+	// acquire takes a sandbox of tpl, checks its files and returns
+	// where it came from.
+	acquire := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		limits := airlock.DefaultLimits
+		tk, err := p.Admit(ctx, provision.Claim{Kind: provision.Session, Tenant: a, Limits: limits})
+		if err != nil {
+			t.Fatalf("admit: %v", err)
+		}
+		l, err := tk.Acquire(ctx, provision.Spec{ID: "ts-" + airlock.NewID()[:16], Image: tpl, Limits: limits})
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		defer l.Destroy(context.Background())
+		var out strings.Builder
+		pr, err := l.Sandbox().Agent().Exec(ctx, airlock.ExecRequest{Argv: []string{"cat", "/tmp/run/started", "/workspace/ws.txt"}}, &out, nil)
+		if err == nil {
+			_, err = pr.Wait(ctx)
+		}
+		if err != nil || out.String() != "started\nws\n" {
+			t.Fatalf("%s sandbox: start_cmd's files = %q, %v", l.StartSource(), out.String(), err)
+		}
+		return l.StartSource()
+	}
+	if got := acquire(); got != airlock.StartCold {
+		t.Fatalf("first start came from %s, want cold", got)
+	}
+	testreq.Eventually(t, 3*time.Minute, "a start restored from the template's base snapshot", func() bool {
+		return acquire() == airlock.StartRestore
+	})
+}

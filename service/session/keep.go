@@ -99,6 +99,10 @@ type createOpts struct {
 	// taken over and reseeded.
 	resumeDir string
 	backend   string
+	// image, when set, is the recorded image name of the saved sandbox
+	// (a memory snapshot's), resolved as recorded: a template's image
+	// ("template:<id>") among them, which a request may not name.
+	image string
 	// cleanup, if set, runs once the session is made (or not).
 	cleanup func()
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/seal"
@@ -140,6 +141,10 @@ func (m *Manager) fromMemorySnapshot(ctx context.Context, tenant *airlock.Tenant
 		return airlock.Problem(airlock.EINVALID, "snapshot-mismatch", "a session with process state from a snapshot has no network on this node; ask for none, or restore a workspace snapshot")
 	}
 	req.Image, req.Size = snap.Image, snap.Size
+	if strings.HasPrefix(snap.Image, airlock.TemplateImagePrefix) {
+		// A session on a template: its image is resolved as recorded.
+		req.Image, opts.image = "", snap.Image
+	}
 	backend := ""
 	for i := 0; i < len(snap.Runtime); i++ {
 		if snap.Runtime[i] == ' ' {

@@ -82,7 +82,7 @@ func (m *Manager) create(ctx context.Context, tenant *airlock.Tenant, req airloc
 	if opts.cleanup != nil {
 		defer opts.cleanup()
 	}
-	n, err := m.plan(ctx, tenant, req, key)
+	n, err := m.plan(ctx, tenant, req, key, opts.image)
 	if err != nil {
 		return nil, false, err
 	}
@@ -137,8 +137,9 @@ type newSession struct {
 }
 
 // plan checks the idempotency key, works out the session's limits,
-// network and image, and picks its ID.
-func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key string) (*newSession, error) {
+// network and image, and picks its ID. recorded, when set, is the image
+// name a saved sandbox was recorded with (createOpts.image).
+func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.CreateSessionRequest, key, recorded string) (*newSession, error) {
 	if key != "" && !airlock.ValidIdempotencyKey(key) {
 		return nil, airlock.Problem(airlock.EINVALID, "invalid-idempotency-key", "Idempotency-Key must be 1 to %d printable ASCII characters without spaces", airlock.MaxIdempotencyKeyBytes)
 	}
@@ -154,7 +155,12 @@ func (m *Manager) plan(ctx context.Context, tenant *airlock.Tenant, req airlock.
 	if err != nil {
 		return nil, err
 	}
-	img, err := airlock.ResolveRequestImage(ctx, m.cfg.Images, m.cfg.Templates, tenant.ID, req.Image, req.Template, m.cfg.DefaultImage)
+	var img *airlock.Image
+	if recorded != "" {
+		img, err = m.cfg.Images.Resolve(ctx, recorded)
+	} else {
+		img, err = airlock.ResolveRequestImage(ctx, m.cfg.Images, m.cfg.Templates, tenant.ID, req.Image, req.Template, m.cfg.DefaultImage)
+	}
 	if err != nil {
 		return nil, err
 	}

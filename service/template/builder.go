@@ -35,6 +35,11 @@ type BuildResult struct {
 	// unpacked from, as kept in the layer cache: the garbage collector
 	// removes cached layers no template lists.
 	Layers []string
+	// Cache are the build-cache entries (absolute directories: step
+	// layers and results of the Dockerfile builder, the registry image
+	// FROM named) the build used: the garbage collector keeps what a
+	// template lists, for its rebuilds.
+	Cache []string
 }
 
 // Builder fills rootfs (an empty directory the service made, inside the

@@ -22,6 +22,10 @@
 //     hard-linked, its workspace (copied when asked) as the template's
 //     /workspace, and the memory snapshot the session manager took when
 //     asked, deleted with the template;
+//   - garbage collection (gc.go, gc_cache.go): template directories
+//     without a record, snapshots of deleted templates, unlisted layers,
+//     and the Dockerfile step cache and FROM images no template lists
+//     and no build in progress claims (a Pin, pin.go);
 //   - the OCI import Builder (oci.go, unpack.go): registry pulls with
 //     go-containerregistry, uploaded OCI layouts and docker save
 //     archives, a layer cache by digest, and the safe unpacker;

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -96,5 +97,8 @@ func (b *BaseImages) Resolve(ctx context.Context, ref string, log io.Writer) (*a
 	} else {
 		fmt.Fprintf(log, "registry image %s: %s unpacked before; using it\n", ref, res.Digest)
 	}
+	// Its last use, for the garbage collector (gc_cache.go).
+	now := time.Now()
+	os.Chtimes(final, now, now)
 	return &airlock.Image{Name: ref, Hash: hex, Rootfs: filepath.Join(final, "rootfs"), Env: res.Env}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,10 @@ type CollectConfig struct {
 	// LayerGrace keeps cached layers younger than this whatever lists
 	// them (1 hour).
 	LayerGrace time.Duration
+	// CacheGrace keeps the Dockerfile step cache's entries and the
+	// registry images FROM pulled that were used less than this ago,
+	// whatever lists them (24 hours; see gc_cache.go).
+	CacheGrace time.Duration
 	DryRun     bool
 }
 
@@ -50,18 +55,26 @@ type Collected struct {
 	Snapshots []string
 	// Layers are cached layers no template lists.
 	Layers []string
+	// BuildCache are Dockerfile step layers and results, and FromImages
+	// registry images a Dockerfile's FROM pulled, that no template lists
+	// and no build in progress uses, idle for CacheGrace.
+	BuildCache []string
+	FromImages []string
 	// FreedBytes is what removing all of them frees.
 	FreedBytes int64
 }
 
 // Removed lists every directory and file removed.
 func (c *Collected) Removed() []string {
-	return append(append(append([]string(nil), c.Templates...), c.Snapshots...), c.Layers...)
+	out := append(append(append([]string(nil), c.Templates...), c.Snapshots...), c.Layers...)
+	return append(append(out, c.BuildCache...), c.FromImages...)
 }
 
 // Collect removes what no template uses: template directories without a
 // record and without a session on them, base snapshots of templates that
-// no longer exist, and cached layers no remaining template lists. It
+// no longer exist, cached layers no remaining template lists, and what
+// Dockerfile builds left (step-cache entries and registry images for
+// FROM) that no template lists and no build in progress uses. It
 // runs beside the server (the server's garbage collector, or
 // `airlock node image prune`): it removes only what no record refers to.
 func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
@@ -71,7 +84,14 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 	if cfg.LayerGrace <= 0 {
 		cfg.LayerGrace = time.Hour
 	}
-	dir := filepath.Join(cfg.StateDir, "templates")
+	if cfg.CacheGrace <= 0 {
+		cfg.CacheGrace = 24 * time.Hour
+	}
+	state, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(state, "templates")
 	out := &Collected{}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -82,7 +102,8 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 	}
 	layersUsed := map[string]bool{}
 	layersKnown := true
-	exists := map[string]bool{} // template IDs with a record
+	cacheUsed := map[string]bool{} // build-cache entries templates list
+	exists := map[string]bool{}    // template IDs with a record
 	for _, e := range ents {
 		id := e.Name()
 		if !e.IsDir() || !isTemplateID(id) {
@@ -92,6 +113,9 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 		switch {
 		case err == nil:
 			exists[id] = true
+			for _, p := range readBuildCache(filepath.Join(dir, id)) {
+				cacheUsed[p] = true
+			}
 			known, layers := readLayers(filepath.Join(dir, id))
 			if !known && (t.Source == airlock.TemplateFromImage || t.Source == airlock.TemplateFromArchive) {
 				layersKnown = false
@@ -109,6 +133,9 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 		}
 		if n > 0 {
 			exists[id] = true // its sessions still run on it
+			for _, p := range readBuildCache(filepath.Join(dir, id)) {
+				cacheUsed[p] = true
+			}
 			continue
 		}
 		out.Templates = append(out.Templates, filepath.Join(dir, id))
@@ -149,11 +176,23 @@ func Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 			out.Layers = append(out.Layers, filepath.Join(ldir, e.Name()))
 		}
 	}
+	pins, err := ReadPins(PinsDir(filepath.Join(dir, dockerfileDir)))
+	if err != nil {
+		return nil, fmt.Errorf("template gc: the builds' pins: %w", err)
+	}
+	now := time.Now()
+	if out.BuildCache, out.FromImages, err = cacheCandidates(dir, cacheUsed, pins, cfg.CacheGrace, now); err != nil {
+		return nil, err
+	}
 	if out.FreedBytes, err = image.ExclusiveBytes(out.Removed()); err != nil {
 		return nil, err
 	}
 	if cfg.DryRun {
 		return out, nil
+	}
+	// A build may have taken an entry since it was listed: look again.
+	if out.BuildCache, out.FromImages, err = stillUnclaimed(dir, out.BuildCache, out.FromImages, cfg.CacheGrace, now); err != nil {
+		return nil, err
 	}
 	for _, p := range out.Removed() {
 		if err := os.RemoveAll(p); err != nil {
@@ -175,6 +214,26 @@ func isTemplateID(name string) bool {
 		return false
 	}
 	return name != "" && name[0] != '.'
+}
+
+// readBuildCache reads the build-cache entries a template's
+// template.json lists (none for templates not built from a Dockerfile,
+// and for those published before the field).
+func readBuildCache(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "template.json"))
+	if err != nil {
+		return nil
+	}
+	var m struct {
+		BuildCache []string `json:"build_cache"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	for i, p := range m.BuildCache {
+		m.BuildCache[i] = filepath.Clean(p)
+	}
+	return m.BuildCache
 }
 
 // readLayers reads the layers a template's template.json lists; known is

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,123 @@ func write(t *testing.T, path string, size int) {
 	}
 	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCollectBuildCache builds, in a temporary state directory with a
+// real SQLite store, what Dockerfile builds leave: step layers and
+// results of the Dockerfile builder's cache and registry images pulled
+// for FROM. A ready template lists some of them (its template.json), a
+// build in progress claims others (a pin, as the builder takes one),
+// one is unclaimed but used a moment ago, and the rest are unclaimed and
+// idle for longer than the grace period. A dry run lists only the last
+// (and removes nothing); a real run frees them; the claimed and fresh
+// ones stay; once the build's pin is released, its entries go too.
+func TestCollectBuildCache(t *testing.T) {
+	ctx := context.Background()
+	state := t.TempDir()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(state, "airlock.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tn := &airlock.Tenant{Name: "gc"}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(state, "templates")
+	old := time.Now().Add(-48 * time.Hour)
+	entry := func(kind, name string, age time.Time) string {
+		p := filepath.Join(dir, "dockerfile", kind, name)
+		meta := map[string]string{"layers": "layer.json", "rootfs": "rootfs.json"}[kind]
+		write(t, filepath.Join(p, "diff", "file"), 3000)
+		write(t, filepath.Join(p, meta), 10)
+		if err := os.Chtimes(filepath.Join(p, meta), age, age); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fromImage := func(hexChar string, age time.Time) string {
+		p := filepath.Join(dir, "from", strings.Repeat(hexChar, 64))
+		write(t, filepath.Join(p, "rootfs", "bin", "tool"), 5000)
+		if err := os.Chtimes(p, age, age); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	listedLayer, listedRootfs, listedFrom := entry("layers", "a1", old), entry("rootfs", "a2", old), fromImage("a", old)
+	pinnedLayer, pinnedFrom := entry("layers", "b1", old), fromImage("b", old)
+	freshLayer := entry("layers", "c1", time.Now())
+	idleLayer, idleRootfs, idleFrom := entry("layers", "d1", old), entry("rootfs", "d2", old), fromImage("d", old)
+
+	// A ready template lists what its build used.
+	kept := &airlock.Template{Name: "kept", TenantID: tn.ID, Status: airlock.TemplateReady, Source: airlock.TemplateFromDockerfile}
+	if err := db.CreateTemplate(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, kept.ID, "rootfs", "bin", "tool"), 100)
+	meta, _ := json.Marshal(map[string]any{"template_id": kept.ID, "build_cache": []string{listedFrom, listedLayer, listedRootfs}})
+	if err := os.WriteFile(filepath.Join(dir, kept.ID, "template.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A build in progress claims its entries.
+	pin, err := template.NewPin(template.PinsDir(filepath.Join(dir, "dockerfile")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Release()
+	if err := pin.Add(pinnedFrom, pinnedLayer); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := template.CollectConfig{StateDir: state, Store: db, DryRun: true}
+	dry, err := template.Collect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCache, wantFrom := []string{idleLayer, idleRootfs}, []string{idleFrom}
+	if !slices.Equal(dry.BuildCache, wantCache) || !slices.Equal(dry.FromImages, wantFrom) || len(dry.Templates)+len(dry.Layers) != 0 {
+		t.Fatalf("dry run would remove cache %v and images %v (and %v), want %v and %v", dry.BuildCache, dry.FromImages, dry.Removed(), wantCache, wantFrom)
+	}
+	if dry.FreedBytes < 3000+3000+5000 {
+		t.Errorf("dry run frees %d bytes, want at least 11000", dry.FreedBytes)
+	}
+	all := []string{listedLayer, listedRootfs, listedFrom, pinnedLayer, pinnedFrom, freshLayer, idleLayer, idleRootfs, idleFrom}
+	for _, p := range all {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the dry run removed %s", p)
+		}
+	}
+
+	cfg.DryRun = false
+	got, err := template.Collect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Removed(), append(wantCache, wantFrom...)) || got.FreedBytes != dry.FreedBytes {
+		t.Fatalf("removed %v (%d bytes), want %v (%d bytes)", got.Removed(), got.FreedBytes, append(wantCache, wantFrom...), dry.FreedBytes)
+	}
+	for _, p := range all {
+		_, err := os.Stat(p)
+		gone := slices.Contains(got.Removed(), p)
+		if gone != os.IsNotExist(err) {
+			t.Errorf("%s: removed %v, stat %v", p, gone, err)
+		}
+	}
+
+	// The build ended: what it claimed goes, what the template lists
+	// stays.
+	pin.Release()
+	got, err = template.Collect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.BuildCache, []string{pinnedLayer}) || !slices.Equal(got.FromImages, []string{pinnedFrom}) {
+		t.Fatalf("after the build: removed %v and %v, want %s and %s", got.BuildCache, got.FromImages, pinnedLayer, pinnedFrom)
+	}
+	for _, p := range []string{listedLayer, listedRootfs, listedFrom, freshLayer} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
 	}
 }

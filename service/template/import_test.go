@@ -23,7 +23,7 @@ type fixture struct {
 	svc   *template.Service
 }
 
-func newFixture(t *testing.T, oci template.OCIConfig, quota int64) *fixture {
+func newFixture(t testing.TB, oci template.OCIConfig, quota int64) *fixture {
 	t.Helper()
 	testenv.RequireRoot(t)
 	agent := testenv.Agent(t)
@@ -46,10 +46,10 @@ func newFixture(t *testing.T, oci template.OCIConfig, quota int64) *fixture {
 }
 
 // wait returns the template once its build is over.
-func (f *fixture) wait(t *testing.T, tenant *airlock.Tenant, name string) *airlock.Template {
+func (f *fixture) wait(t testing.TB, tenant *airlock.Tenant, name string) *airlock.Template {
 	t.Helper()
 	var got *airlock.Template
-	testreq.Eventually(t, 2*time.Minute, "template "+name+" built", func() bool {
+	testreq.Eventually(t, 5*time.Minute, "template "+name+" built", func() bool {
 		tp, err := f.svc.GetTemplate(context.Background(), tenant, name)
 		if err != nil {
 			t.Fatal(err)

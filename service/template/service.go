@@ -107,6 +107,9 @@ func (s *Service) CreateTemplate(ctx context.Context, tenant *airlock.Tenant, re
 	if build == nil {
 		return nil, airlock.Problem(airlock.ENOTIMPLEMENTED, "template-source-unsupported", "templates from %s are not built by this server", src)
 	}
+	if req.Network != nil && tenant == nil {
+		return nil, airlock.Problem(airlock.EINVALID, "invalid-template-source", "network is for a tenant's build (its egress log and budget are a tenant's), not an operator template's")
+	}
 	if v := s.cfg.Validators[src]; v != nil {
 		if err := v(&req); err != nil {
 			return nil, err
@@ -231,7 +234,7 @@ func (s *Service) publish(ctx context.Context, t *airlock.Template, res *BuildRe
 		res = &BuildResult{}
 	}
 	h := sha256.Sum256([]byte(t.ID + "\x00" + res.Digest + "\x00" + fin.AgentSHA256 + "\x00" + image.RecipeVersion))
-	meta, _ := json.MarshalIndent(templateMeta{Template: t.ID, Digest: res.Digest, Layers: res.Layers, Finished: fin}, "", "  ")
+	meta, _ := json.MarshalIndent(templateMeta{Template: t.ID, Digest: res.Digest, Layers: res.Layers, BuildCache: res.Cache, Finished: fin}, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, "template.json"), meta, 0o644); err != nil {
 		return err
 	}
@@ -273,8 +276,11 @@ type templateMeta struct {
 	// Layers are the cached layers the rootfs came from (absent in
 	// templates published before the field, and for sources without
 	// layers).
-	Layers   []string        `json:"layers,omitempty"`
-	Finished *image.Finished `json:"finished"`
+	Layers []string `json:"layers,omitempty"`
+	// BuildCache are the build-cache entries a Dockerfile build used
+	// (BuildResult.Cache).
+	BuildCache []string        `json:"build_cache,omitempty"`
+	Finished   *image.Finished `json:"finished"`
 }
 
 // reasonOf is what a client is shown of a failed build.

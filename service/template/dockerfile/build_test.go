@@ -37,7 +37,10 @@ func (s *syncBuffer) String() string {
 
 // newBuilder is a builder on the gvisor backend with a cache of its own
 // on the images' file system (results are hard links into them).
-func newBuilder(t *testing.T) *dockerfile.Builder {
+func newBuilder(t *testing.T) *dockerfile.Builder { return newBuilderWith(t, nil) }
+
+// newBuilderWith is newBuilder with its config changed by mod first.
+func newBuilderWith(t *testing.T, mod func(*dockerfile.Config)) *dockerfile.Builder {
 	t.Helper()
 	testenv.Agent(t)
 	base := testenv.Image(t, "base")
@@ -48,7 +51,7 @@ func newBuilder(t *testing.T) *dockerfile.Builder {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	images := testenv.Images(t)
-	b, err := dockerfile.New(dockerfile.Config{
+	cfg := dockerfile.Config{
 		Dir:    dir,
 		Runner: runner,
 		ResolveFrom: func(ctx context.Context, ref string) (*airlock.Image, error) {
@@ -58,7 +61,11 @@ func newBuilder(t *testing.T) *dockerfile.Builder {
 			return images.Resolve(ctx, ref)
 		},
 		StepLimits: airlock.Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, Timeout: 2 * time.Minute},
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := dockerfile.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/loopdisk"
 	"github.com/airlockhq/airlock/internal/secretscan"
+	"github.com/airlockhq/airlock/service/template"
 )
 
 // cacheVersion changes whenever layers made before can no longer be
@@ -44,6 +45,9 @@ type Config struct {
 	Dir string
 	// Runner runs RUN steps (the gvisor backend).
 	Runner airlock.BuildRunner
+	// Egress makes the network of a RUN step of a build that asks for
+	// one (Request.Network); nil: such builds are refused.
+	Egress airlock.Egress
 	// ResolveFrom finds the image FROM names: one of ours (base,
 	// python-ds) or a template. Request.ResolveFrom overrides it; one
 	// of them must be set.
@@ -132,6 +136,12 @@ type Request struct {
 	// ResolveFrom, if set, finds FROM's image for this build instead
 	// of Config.ResolveFrom (a tenant's templates, say).
 	ResolveFrom func(ctx context.Context, ref string) (*airlock.Image, error)
+	// Network, when set, gives every RUN step a network of its own,
+	// made by Config.Egress under this request (its policy's allow list,
+	// its tenant's egress budget) and removed when the step ends. Its
+	// allow list is part of each RUN step's cache key. Nil: RUN steps
+	// have no network.
+	Network *airlock.NetworkRequest
 }
 
 // StepReport says how one instruction went.
@@ -159,6 +169,10 @@ type Result struct {
 	Workdir  string
 	Steps    []StepReport
 	Duration time.Duration
+	// Uses are the cache entries the result was made from (absolute
+	// directories): FROM's image, each step's layer and the flattened
+	// result. The garbage collector keeps those a template lists.
+	Uses []string
 }
 
 // Image is the result as an image sandboxes can run.
@@ -185,6 +199,11 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		log = io.Discard
 	}
 	d, err := Parse(req.Dockerfile, b.cfg.Limits)
+	if err != nil {
+		fmt.Fprintf(log, "error: %v\n", err)
+		return nil, err
+	}
+	allow, err := b.networkOf(req.Network)
 	if err != nil {
 		fmt.Fprintf(log, "error: %v\n", err)
 		return nil, err
@@ -229,7 +248,17 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		defer ctxRoot.Close()
 	}
 
+	// The build's claim on what it uses, so that the garbage collector
+	// leaves it alone while the build runs (template.Pin).
+	pin, err := template.NewPin(template.PinsDir(b.cfg.Dir))
+	if err != nil {
+		return nil, err
+	}
+	defer pin.Release()
 	res := &Result{From: from, Env: final.Env, User: final.User, Workdir: final.Workdir}
+	if err := res.use(pin, filepath.Dir(from.Rootfs)); err != nil {
+		return nil, err
+	}
 	res.Steps = append(res.Steps, StepReport{Index: 0, Line: d.FromLine, Text: "FROM " + ref, Cached: true})
 	key := digest(cacheVersion, "from", from.Hash, from.Rootfs)
 	var layers []string // diff directories, oldest first
@@ -256,8 +285,11 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 			}
 		}
 		parent := key
-		key = digest(parent, stepKey(st), extra)
+		key = digest(parent, stepKey(st, allow), extra)
 		dir := filepath.Join(b.layersDir(), key[:32])
+		if err := res.use(pin, dir); err != nil {
+			return nil, err
+		}
 		if !req.NoCache && exists(filepath.Join(dir, "layer.json")) {
 			now := time.Now()
 			os.Chtimes(filepath.Join(dir, "layer.json"), now, now) // last use, for Prune
@@ -267,7 +299,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 			res.Steps = append(res.Steps, rep)
 			continue
 		}
-		if err := b.runStep(ctx, st, from.Rootfs, layers, ctxRoot, srcs, parent, key, dir, log); err != nil {
+		if err := b.runStep(ctx, st, from.Rootfs, layers, ctxRoot, srcs, parent, key, dir, req.Network, log); err != nil {
 			return nil, err
 		}
 		layers = append(layers, filepath.Join(dir, "diff"))
@@ -277,6 +309,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.Key = key
 	t0 := time.Now()
+	if err := res.use(pin, filepath.Join(b.rootfsDir(), key[:32])); err != nil {
+		return nil, err
+	}
 	rootfs, err := b.finalRootfs(ctx, key, from.Rootfs, layers, req.NoCache)
 	if err != nil {
 		fmt.Fprintf(log, "error: %v\n", err)
@@ -299,6 +334,13 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
+// use records a cache entry the build uses, claimed before the build
+// looks at it.
+func (r *Result) use(pin *template.Pin, dir string) error {
+	r.Uses = append(r.Uses, dir)
+	return pin.Add(dir)
+}
+
 func (b *Builder) stepErr(log io.Writer, st Step, exit int, msg string, cause error) error {
 	err := &StepError{Step: st.Index, Line: st.Line, Text: st.Text, ExitCode: exit, Msg: msg, Err: cause}
 	fmt.Fprintf(log, "error: %v\n", err)
@@ -308,7 +350,7 @@ func (b *Builder) stepErr(log io.Writer, st Step, exit int, msg string, cause er
 // runStep runs one layered step on an overlay of the layers before it
 // and moves its upper directory into the cache as Dir/layers/<key>.
 func (b *Builder) runStep(ctx context.Context, st Step, base string, layers []string, ctxRoot *os.Root,
-	srcs []source, parent, key, dir string, log io.Writer) (err error) {
+	srcs []source, parent, key, dir string, network *airlock.NetworkRequest, log io.Writer) (err error) {
 	tmp, err := os.MkdirTemp(b.tmpDir(), "step-")
 	if err != nil {
 		return err
@@ -353,10 +395,10 @@ func (b *Builder) runStep(ctx context.Context, st Step, base string, layers []st
 		}
 		root.Close()
 		lim := b.cfg.StepLimits
-		exit, err := b.cfg.Runner.RunBuildStep(ctx, airlock.BuildStep{
+		exit, err := b.run(ctx, airlock.BuildStep{
 			ID: "build-" + key[:12] + "-" + randHex(4), Rootfs: merged, Args: st.Argv, Env: st.Env,
 			Cwd: st.Workdir, UID: uid, GID: gid, Limits: lim, Output: log,
-		})
+		}, network, log)
 		if err != nil {
 			if ctx.Err() == nil && lim.Timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 				return b.stepErr(log, st, -1, fmt.Sprintf("timed out after %s", lim.Timeout), err)
@@ -488,12 +530,18 @@ func restoreAgent(base, out string) error {
 	return linkInto(root, src, agentPath)
 }
 
-// stepKey is the text of a step's inputs that its cache key covers.
-func stepKey(st Step) string {
+// stepKey is the text of a step's inputs that its cache key covers: for
+// a RUN of a build with a network, its allow list too (normalised and
+// sorted). Without one the text is what it was before networks were.
+func stepKey(st Step, allow []string) string {
+	if st.Name != "RUN" {
+		allow = nil
+	}
 	b, _ := json.Marshal(struct {
 		Name, User, Workdir, Dest, Chown, Chmod string
 		Argv, Env, Sources                      []string
-	}{st.Name, st.User, st.Workdir, st.Dest, st.Chown, st.Chmod, st.Argv, st.Env, st.Sources})
+		Allow                                   []string `json:",omitempty"`
+	}{st.Name, st.User, st.Workdir, st.Dest, st.Chown, st.Chmod, st.Argv, st.Env, st.Sources, allow})
 	return string(b)
 }
 

@@ -34,6 +34,9 @@ func (b *Builder) Validate(req *airlock.CreateTemplateRequest) error {
 			return airlock.Problem(airlock.EINVALID, ProblemDockerfile, "build_args: empty names, or more than %d bytes together, are refused", maxBuildArgsBytes)
 		}
 	}
+	if req.Network != nil && b.cfg.Egress == nil {
+		return airlock.Problem(airlock.EFORBIDDEN, "network-unavailable", "%v", ErrNoEgress)
+	}
 	d, err := Parse([]byte(req.Dockerfile), b.cfg.Limits)
 	if err == nil {
 		_, err = d.FromRef(req.BuildArgs)
@@ -43,6 +46,10 @@ func (b *Builder) Validate(req *airlock.CreateTemplateRequest) error {
 	}
 	return nil
 }
+
+// BuildExecutionID is the execution ID a template build's RUN steps are
+// recorded under in the egress log.
+func BuildExecutionID(templateID string) string { return "build-" + templateID }
 
 // ProblemDockerfile is the problem type of a Dockerfile this builder
 // refuses.
@@ -85,7 +92,15 @@ func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID
 			ctxDir = dir
 		}
 		tenant := req.Template.TenantID
+		var network *airlock.NetworkRequest
+		if n := req.Request.Network; n != nil {
+			if tenant == "" {
+				return nil, airlock.Problem(airlock.EINVALID, "invalid-template-source", "network is for a tenant's build: the egress log and budget are a tenant's")
+			}
+			network = &airlock.NetworkRequest{TenantID: tenant, ExecutionID: BuildExecutionID(req.Template.ID), Policy: n.Policy()}
+		}
 		res, err := b.Build(ctx, Request{
+			Network:    network,
 			Dockerfile: []byte(req.Request.Dockerfile), ContextDir: ctxDir, BuildArgs: req.Request.BuildArgs, Log: log,
 			ResolveFrom: func(ctx context.Context, ref string) (*airlock.Image, error) {
 				return resolveFrom(ctx, tenant, ref, log)
@@ -123,7 +138,7 @@ func (b *Builder) TemplateBuilder(resolveFrom func(ctx context.Context, tenantID
 				return nil, err
 			}
 		}
-		return &template.BuildResult{Digest: "sha256:" + res.Key, Env: res.Env, Workdir: res.Workdir, User: res.User}, nil
+		return &template.BuildResult{Digest: "sha256:" + res.Key, Env: res.Env, Workdir: res.Workdir, User: res.User, Cache: res.Uses}, nil
 	}
 }
 
