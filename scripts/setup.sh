@@ -143,6 +143,8 @@ if [ "$tests" = 1 ]; then
 	# The template import tests push to and pull from a real registry on
 	# loopback (the CNCF distribution server); they start their own.
 	[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+	# The PostgreSQL store's tests start throwaway servers (checked below).
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
@@ -240,6 +242,49 @@ runsc_wait() {
 		exit 1
 	fi
 }
+# versitygw (tests only) builds in the background too, from here on, so
+# its compile overlaps debootstrap's downloads instead of adding minutes
+# at the end.
+versitygw_present() { [ -x "$VERSITYGW_BIN" ] && [ -f "$VERSITYGW_STAMP" ] && [ "$(cat "$VERSITYGW_STAMP")" = "$VERSITYGW_VERSION" ]; }
+versitygw_pid=""
+if [ "$tests" = 1 ] && ! versitygw_present; then
+	versitygw_log="$(mktemp /tmp/airlock-versitygw-build-XXXXXX.log)"
+	(
+		t=$SECONDS
+		mkdir -p "$(dirname "$VERSITYGW_BIN")"
+		gobin="$(mktemp -d /tmp/airlock-versitygw-XXXXXX)"
+		if ! (cd / && CGO_ENABLED=0 GOBIN="$gobin" go install -trimpath -buildvcs=false -ldflags='-s -w' \
+			"github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"); then
+			rm -rf "$gobin"
+			echo "setup: building versitygw failed" >&2
+			exit 1
+		fi
+		mv "$gobin/versitygw" "$VERSITYGW_BIN"
+		rm -rf "$gobin"
+		echo "$VERSITYGW_VERSION" >"$VERSITYGW_STAMP"
+		echo "installed $VERSITYGW_BIN in $((SECONDS - t)) s"
+	) >"$versitygw_log" 2>&1 &
+	versitygw_pid=$!
+	trap '[ -z "${runsc_pid:-}" ] || kill_tree "$runsc_pid"; [ -z "${versitygw_pid:-}" ] || kill_tree "$versitygw_pid"' EXIT
+	echo "versitygw ${VERSITYGW_VERSION} (tests only) builds in the background (log: $versitygw_log)"
+fi
+# versitygw_wait waits for that build and shows its log.
+versitygw_wait() {
+	step "versitygw ${VERSITYGW_VERSION} (the S3 server of the object-storage tests; tests only)"
+	if [ -z "$versitygw_pid" ]; then
+		echo "present: $VERSITYGW_BIN"
+		return 0
+	fi
+	local rc=0
+	wait "$versitygw_pid" || rc=$?
+	versitygw_pid=""
+	cat "$versitygw_log"
+	rm -f "$versitygw_log"
+	if [ "$rc" != 0 ]; then
+		echo "setup: installing versitygw failed (exit $rc)" >&2
+		exit 1
+	fi
+}
 case ":$PATH:" in
 *":$(dirname "$RUNSC_BIN"):"*) ;;
 *) echo "note: $(dirname "$RUNSC_BIN") is not on PATH; airlockd looks runsc up there (scripts/run.sh adds it)" ;;
@@ -301,7 +346,7 @@ guest=()
 # shellcheck disable=SC2086 # a list of names
 bin/airlock node image build --state-dir "$STATE_DIR" --agent bin/airlock-agent "${guest[@]}" $images &
 images_pid=$!
-trap '[ -z "${runsc_pid:-}" ] || kill_tree "$runsc_pid"; [ -z "${images_pid:-}" ] || kill_tree "$images_pid"' EXIT
+trap '[ -z "${runsc_pid:-}" ] || kill_tree "$runsc_pid"; [ -z "${images_pid:-}" ] || kill_tree "$images_pid"; [ -z "${versitygw_pid:-}" ] || kill_tree "$versitygw_pid"' EXIT
 CGO_ENABLED=1 go build -trimpath -o bin/ ./cmd/airlockd
 echo "built bin/airlockd ($((SECONDS - t0)) s since setup started)"
 step "images: waiting for their build to end"
@@ -359,25 +404,7 @@ if [ "$tests" = 1 ]; then
 		exit 1
 	fi
 
-	step "versitygw ${VERSITYGW_VERSION} (the S3 server of the object-storage tests; tests only)"
-	if [ -x "$VERSITYGW_BIN" ] && [ -f "$VERSITYGW_STAMP" ] && [ "$(cat "$VERSITYGW_STAMP")" = "$VERSITYGW_VERSION" ]; then
-		echo "present: $VERSITYGW_BIN"
-	else
-		echo "building versitygw from the Go module proxy (about two minutes on two idle cores)..."
-		t=$SECONDS
-		mkdir -p "$(dirname "$VERSITYGW_BIN")"
-		gobin="$(mktemp -d /tmp/airlock-versitygw-XXXXXX)"
-		if ! (cd / && CGO_ENABLED=0 GOBIN="$gobin" go install -trimpath -buildvcs=false -ldflags='-s -w' \
-			"github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}"); then
-			rm -rf "$gobin"
-			echo "setup: building versitygw failed" >&2
-			exit 1
-		fi
-		mv "$gobin/versitygw" "$VERSITYGW_BIN"
-		rm -rf "$gobin"
-		echo "$VERSITYGW_VERSION" >"$VERSITYGW_STAMP"
-		echo "installed $VERSITYGW_BIN in $((SECONDS - t)) s"
-	fi
+	versitygw_wait
 fi
 
 step "setup done in $((SECONDS - t0)) s"
