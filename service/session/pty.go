@@ -217,7 +217,9 @@ func (t *PTY) follow(p airlock.Process, gen int) {
 }
 
 // end ends the PTY, if stream gen is still its stream: it leaves the
-// table, its clients are detached and Done is closed.
+// table, Done is closed, and then its clients' output: a client that
+// finds its output closed must already see Done closed, or it would take
+// the end for a detach (too slow) instead of the program's exit.
 func (t *PTY) end(gen int, st airlock.ExitStatus, err error) {
 	t.mu.Lock()
 	if gen != t.gen || t.ended {
@@ -227,13 +229,17 @@ func (t *PTY) end(gen int, st airlock.ExitStatus, err error) {
 	t.ended = true
 	t.p = nil
 	t.status, t.waitErr = st, err
+	subs := make([]*attachment, 0, len(t.subs))
 	for a := range t.subs {
 		delete(t.subs, a)
-		a.closeOut()
+		subs = append(subs, a)
 	}
 	t.mu.Unlock()
 	t.tab.remove(t)
 	close(t.done)
+	for _, a := range subs {
+		a.closeOut()
+	}
 }
 
 // proc is the stream to the program now, nil while there is none.
