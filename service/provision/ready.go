@@ -89,6 +89,15 @@ func (p *Provisioner) restore(ctx context.Context, k warmKey, id string, labels 
 func (p *Provisioner) ready(ctx context.Context, k warmKey, id string, plain bool) (airlock.Sandbox, string, error) {
 	labels := map[string]string{"airlock.pool": k.name()}
 	if sb, err := p.restore(ctx, k, id, labels); err == nil && sb != nil {
+		// Its ready context, restored from the one snapshot every
+		// member shares, gets its own random state now, while it waits
+		// in the pool, instead of when a session takes it.
+		if k.recipe.Context != "" {
+			if _, err := p.reseedContext(ctx, sb, k.recipe.Context, func(string) bool { return false }); err != nil {
+				sb.Destroy(context.WithoutCancel(ctx))
+				return nil, "", fmt.Errorf("reseed the restored member's context: %w", err)
+			}
+		}
 		return sb, airlock.StartRestore, nil
 	}
 	sb, err := k.backend.Create(ctx, airlock.SandboxSpec{ID: id, Image: k.img, Limits: k.limits, Labels: labels})

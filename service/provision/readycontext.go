@@ -66,6 +66,11 @@ const reseedTimeoutMS = 10_000
 // already, or the context is no longer idle; known reports the IDs the
 // caller has already (its own contexts are never taken). A context whose
 // reseed fails is closed and "" returned: the caller starts a fresh one.
+//
+// A pool member's context was reseeded when the member was readied
+// (Provisioner.ready: right after its restore, off any request's path),
+// so taking it costs one round trip; a sandbox restored for this very
+// request is reseeded now.
 func (l *Lease) TakeReadyContext(ctx context.Context, language string, known func(id string) bool) (string, error) {
 	if language != protocol.ContextPython || (l.source != airlock.StartPool && l.source != airlock.StartRestore) {
 		return "", nil
@@ -76,30 +81,53 @@ func (l *Lease) TakeReadyContext(ctx context.Context, language string, known fun
 		return "", nil
 	}
 	l.ready.taken = true
-	a := l.sb.Agent()
-	list, err := a.ListContexts(ctx)
+	var id string
+	var err error
+	if l.source == airlock.StartPool {
+		id, err = idleContext(ctx, l.sb, language, known)
+	} else {
+		id, err = l.p.reseedContext(ctx, l.sb, language, known)
+	}
+	if id != "" {
+		l.p.metrics.readyContexts.Inc()
+	}
+	return id, err
+}
+
+// idleContext is the ID of an idle context of language in sb that known
+// does not report, or "".
+func idleContext(ctx context.Context, sb airlock.Sandbox, language string, known func(id string) bool) (string, error) {
+	list, err := sb.Agent().ListContexts(ctx)
 	if err != nil {
 		return "", err
 	}
-	id := ""
 	for _, c := range list {
 		if c.Language == language && c.State == protocol.ContextIdle && !known(c.ID) {
-			id = c.ID
-			break
+			return c.ID, nil
 		}
 	}
-	if id == "" {
-		return "", nil
+	return "", nil
+}
+
+// reseedContext reseeds the idle context of language in sb that known
+// does not report (reseedPython) and returns its ID; "" when there is
+// none, or when its reseed failed (it is closed then: a fresh one is
+// started when one is asked for). An error says the agent could not be
+// asked.
+func (p *Provisioner) reseedContext(ctx context.Context, sb airlock.Sandbox, language string, known func(id string) bool) (string, error) {
+	id, err := idleContext(ctx, sb, language, known)
+	if err != nil || id == "" {
+		return "", err
 	}
+	a := sb.Agent()
 	res, err := a.RunCell(ctx, id, reseedPython, reseedTimeoutMS, io.Discard, io.Discard)
 	if err == nil && (res.Error != nil || res.Died || res.TimedOut) {
 		err = fmt.Errorf("reseed of the ready context failed")
 	}
 	if err != nil {
-		l.p.cfg.Logger.Warn("ready context not used: its reseed failed; starting a fresh one", "sandbox", l.sb.ID(), "err", err)
+		p.cfg.Logger.Warn("ready context not used: its reseed failed; starting a fresh one", "sandbox", sb.ID(), "err", err)
 		a.CloseContext(context.WithoutCancel(ctx), id)
 		return "", nil
 	}
-	l.p.metrics.readyContexts.Inc()
 	return id, nil
 }

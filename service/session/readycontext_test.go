@@ -93,3 +93,45 @@ func TestReadyContextClonesDiffer(t *testing.T) {
 		t.Errorf("contexts of the session: %+v %v", cs, err)
 	}
 }
+
+// Pool members restored from the base snapshot have their ready context
+// reseeded while they wait in the pool, so that a session takes it
+// without waiting for a reseed: what is random in it still differs
+// between the clones. A member counts as a clone when its context has
+// the snapshot's ID (a member booted before the snapshot existed has a
+// context of its own).
+func TestReadyContextClonesDifferFromPool(t *testing.T) {
+	s := newStackWith(t, teststack.Options{
+		Snapshots: true, Pool: provision.PoolConfig{Min: 1, Max: 2}, WarmSessions: []string{"python-ds/small"},
+	})
+	const clones = 4
+	outs := map[string][]string{} // by context ID
+	var done []string
+	waitFor(t, 5*time.Minute, "four sessions from pool members restored from one snapshot", func() bool {
+		ctx := ctxFor(t, 2*time.Minute)
+		sess := s.create(s.a, airlock.CreateSessionRequest{Image: "python-ds"})
+		defer func() {
+			if _, err := s.a.c.DeleteSession(ctx, sess.ID); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if sess.StartSource != airlock.StartPool {
+			return false
+		}
+		py, err := s.a.c.CreateContext(ctx, sess.ID, airlock.ContextPython)
+		if err != nil {
+			t.Fatalf("context of %s: %v", sess.ID, err)
+		}
+		cell, err := s.a.c.RunCell(ctx, sess.ID, py.ID, airlock.RunCellRequest{Code: cloneCell})
+		if err != nil || cell.Error != nil {
+			t.Fatalf("cell in %s: %+v %v", sess.ID, cell, err)
+		}
+		outs[py.ID] = append(outs[py.ID], strings.TrimSpace(cell.Stdout))
+		if len(outs[py.ID]) == clones {
+			done = outs[py.ID]
+			return true
+		}
+		return false
+	})
+	teststack.CheckClonesDiffer(t, done)
+}
