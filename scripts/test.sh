@@ -23,17 +23,26 @@ t0=$SECONDS
 times=()
 step_name=""
 step_start=0
+step_cpu=""
+# cpu_ticks prints the machine's busy and total CPU ticks so far
+# (/proc/stat), so each step can say how busy it kept the cores: a step
+# that leaves them idle is one whose time can be overlapped.
+cpu_ticks() {
+	awk '/^cpu / {busy = $2 + $3 + $4 + $7 + $8; print busy, busy + $5 + $6; exit}' /proc/stat
+}
 step() {
 	end_step
 	step_name="$1"
 	step_start=$SECONDS
+	step_cpu="$(cpu_ticks)"
 	printf '\n==> %s\n' "$step_name"
 }
 end_step() {
 	if [ -n "$step_name" ]; then
-		local took=$((SECONDS - step_start))
-		printf '==> %s: %d s\n' "$step_name" "$took"
-		times+=("$(printf '%5d s  %s' "$took" "$step_name")")
+		local took=$((SECONDS - step_start)) busy
+		busy="$(cpu_ticks | awk -v b0="${step_cpu% *}" -v t0="${step_cpu#* }" '{d = $2 - t0; printf "%d", (d > 0 ? 100 * ($1 - b0) / d : 0)}')"
+		printf '==> %s: %d s, CPU %d%% busy\n' "$step_name" "$took" "$busy"
+		times+=("$(printf '%5d s  %3d%% CPU  %s' "$took" "$busy" "$step_name")")
 		step_name=""
 	fi
 }
