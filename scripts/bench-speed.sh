@@ -29,7 +29,8 @@
 # by side (each on its own state directory, the images shared) and the
 # load tools alternate between them sandbox by sandbox, so that both see
 # the same load.
-# ONLY=comparable runs series 3 and 4 alone, ONLY=cpu series 5 alone.
+# ONLY=comparable runs series 3 and 4 alone, ONLY=cpu series 5 alone,
+# ONLY=warm series 1 and 2.
 # KEEP_LOGS=<dir> keeps airlockd's logs there. Needs root and what
 # scripts/setup.sh builds.
 #
@@ -135,7 +136,7 @@ comparable() { # label: AIRLOCK_TARGETS and E2B_TARGETS name the servers
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "load average before: $(load)"
 
-if [ -z "${ONLY:-}" ]; then
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = warm ]; then
 title "baselines: print(1), 20 runs each (load $(load))"
 "$BIN/airlock" node baseline --kind chroot --state-dir "$STATE" --requests 20 | sed 's/^/    chroot: /'
 "$BIN/airlock" node baseline --kind runsc --state-dir "$STATE" --requests 20 | sed 's/^/    runsc: /'
