@@ -29,11 +29,12 @@ import (
 //     service start;
 //  3. the recipe every stage gets (applyRecipe).
 //
-// The chroot's mounts (/proc, a /tmp, the host's resolv.conf) live in a
-// mount namespace of the installer's own and its processes in a PID
-// namespace of their own (unshare): when the installer ends, however it
-// ends, the kernel drops the mounts and kills whatever a maintainer
-// script left running. Nothing is mounted in the builder's namespace.
+// The chroot's mounts (/proc, a /dev and a /tmp of their own, the host's
+// resolv.conf) live in a mount namespace of the installer's own and its
+// processes in a PID namespace of their own (unshare): when the installer
+// ends, however it ends, the kernel drops the mounts and kills whatever a
+// maintainer script left running. Nothing is mounted in the builder's
+// namespace.
 
 // installerScript runs as PID 1 of a new PID namespace, in a new mount
 // namespace: $1 the rootfs, $2 the mirror, $3 the suite, then the
@@ -42,6 +43,18 @@ const installerScript = `set -eu
 root=$1 mirror=$2 suite=$3
 shift 3
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+# A /dev of its own with the usual nodes, whatever the copy's /dev holds
+# (debootstrap in a container leaves it empty).
+mount -t tmpfs -o nosuid,noexec,mode=0755 airlock-dev "$root/dev"
+for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+	mm=${n#*:}
+	mknod -m 0666 "$root/dev/${n%%:*}" c "${mm%:*}" "${mm#*:}"
+done
+ln -s /proc/self/fd "$root/dev/fd"
+ln -s /proc/self/fd/0 "$root/dev/stdin"
+ln -s /proc/self/fd/1 "$root/dev/stdout"
+ln -s /proc/self/fd/2 "$root/dev/stderr"
+mkdir "$root/dev/pts" "$root/dev/shm"
 mount -t tmpfs -o nosuid,nodev,mode=1777 airlock-derive "$root/tmp"
 mount --bind /etc/resolv.conf "$root/etc/resolv.conf"
 mount -o remount,bind,ro "$root/etc/resolv.conf"
