@@ -11,6 +11,12 @@ type ImageSpec struct {
 	Name     string   `json:"name"`
 	Suite    string   `json:"suite"`
 	Packages []string `json:"packages"`
+	// From names another shipped spec whose stage this one starts from:
+	// a copy of that stage's rootfs with the packages this spec has
+	// beyond the parent's installed by apt-get. Packages still lists
+	// every package (the parent's too), and Suite is the parent's. Empty:
+	// the stage is a debootstrap of its own.
+	From string `json:"from,omitempty"`
 	// Env is set for every process in the sandbox (e.g. MPLBACKEND=Agg).
 	Env map[string]string `json:"env,omitempty"`
 	// Files are written into the rootfs after the packages are installed:

@@ -341,6 +341,8 @@ step "images ($images) in $STATE_DIR/images, in the background while airlockd is
 mkdir -p "$STATE_DIR"
 chmod 0700 "$STATE_DIR"
 guest=()
+# "all" is base, then python-ds, whose stage is a copy of base's with its
+# four extra packages installed by apt-get (no second debootstrap).
 # --guest: the microVM backend's kernel, initramfs and root disk of each image too
 [ "$microvm" = 1 ] && guest=(--guest)
 # shellcheck disable=SC2086 # a list of names

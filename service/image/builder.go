@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,11 @@ type Config struct {
 	Debootstrap string
 	// AptDir is where the host's apt sources are read; empty means /etc/apt.
 	AptDir string
+	// Installer installs a derived stage's extra packages into a copy of
+	// its parent's stage: called as INSTALLER ROOTFS MIRROR SUITE
+	// PACKAGE... Empty means apt-get in a chroot, in mount and PID
+	// namespaces of its own (derive.go). Tests point it at a fake.
+	Installer string
 
 	// Secrets scans each spec and each rootfs before it is published: an
 	// image holding a credential is refused. Nil means the patterns and
@@ -289,15 +295,36 @@ func (b *Builder) cleanTemp() error {
 
 // stageInfo is stage.json, written last into a stage directory.
 type stageInfo struct {
-	StageHash          string            `json:"stage_hash"`
-	Recipe             string            `json:"recipe"`
-	Spec               airlock.ImageSpec `json:"spec"`
-	Mirror             string            `json:"mirror"`
-	BuiltAt            time.Time         `json:"built_at"`
-	DebootstrapSeconds float64           `json:"debootstrap_seconds"`
+	StageHash string            `json:"stage_hash"`
+	Recipe    string            `json:"recipe"`
+	Spec      airlock.ImageSpec `json:"spec"`
+	Mirror    string            `json:"mirror"`
+	BuiltAt   time.Time         `json:"built_at"`
+	// DebootstrapSeconds is the debootstrap's time; 0 for a derived stage.
+	DebootstrapSeconds float64 `json:"debootstrap_seconds"`
+	// Parent is the stage hash of the stage a derived stage was copied
+	// from (the garbage collector keeps it while this stage is kept);
+	// DeriveSeconds the copy's and apt-get's time.
+	Parent        string  `json:"parent,omitempty"`
+	DeriveSeconds float64 `json:"derive_seconds,omitempty"`
 }
 
-// stage returns the rootfs of the stage of spec, building it if needed.
+// readStageInfo reads dir/stage.json.
+func readStageInfo(dir string) (*stageInfo, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "stage.json"))
+	if err != nil {
+		return nil, err
+	}
+	var info stageInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "stage.json"), err)
+	}
+	return &info, nil
+}
+
+// stage returns the rootfs of the stage of spec, building it if needed:
+// with debootstrap, or for a derived spec from its parent's stage (which
+// it builds first if needed).
 func (b *Builder) stage(ctx context.Context, bl *build, spec airlock.ImageSpec, stageHash string) (string, error) {
 	dir := filepath.Join(b.stagesDir(), stageHash)
 	rootfs := filepath.Join(dir, "rootfs")
@@ -307,13 +334,30 @@ func (b *Builder) stage(ctx context.Context, bl *build, spec airlock.ImageSpec, 
 			return rootfs, nil
 		}
 	}
-	mirror := b.cfg.Mirror
-	if mirror == "" {
-		m, err := HostMirror(b.cfg.AptDir, spec.Suite)
+	var parent airlock.ImageSpec
+	var parentHash, parentRootfs, mirror string
+	if spec.From != "" {
+		p, err := parentSpec(spec)
 		if err != nil {
 			return "", err
 		}
-		mirror = m
+		parent, parentHash = p, StageHash(p)
+		bl.step("stage %s starts from the stage %s of %s", Short(stageHash), Short(parentHash), parent.Name)
+		if parentRootfs, err = b.stage(ctx, bl, parent, parentHash); err != nil {
+			return "", fmt.Errorf("the stage of %s: %w", parent.Name, err)
+		}
+		if mirror, err = b.deriveMirror(filepath.Dir(parentRootfs)); err != nil {
+			return "", err
+		}
+	} else {
+		mirror = b.cfg.Mirror
+		if mirror == "" {
+			m, err := HostMirror(b.cfg.AptDir, spec.Suite)
+			if err != nil {
+				return "", err
+			}
+			mirror = m
+		}
 	}
 	if err := os.MkdirAll(b.stagesDir(), 0o755); err != nil {
 		return "", err
@@ -334,26 +378,34 @@ func (b *Builder) stage(ctx context.Context, bl *build, spec airlock.ImageSpec, 
 		return "", err
 	}
 	troot := filepath.Join(tmp, "rootfs")
-
-	bl.step("debootstrap %s from %s (%d packages; this takes minutes)", spec.Suite, mirror, len(spec.Packages))
-	t0 := time.Now()
-	if err := b.debootstrap(ctx, spec, troot, mirror); err != nil {
-		return "", err
+	info := stageInfo{
+		StageHash: stageHash,
+		Recipe:    RecipeVersion,
+		Spec:      spec,
+		Mirror:    mirror,
 	}
-	dbSecs := time.Since(t0).Seconds()
-	bl.step("debootstrap done in %.1fs", dbSecs)
+
+	t0 := time.Now()
+	if spec.From != "" {
+		if err := b.deriveStage(ctx, bl, spec, parent, parentRootfs, troot, mirror); err != nil {
+			return "", err
+		}
+		info.Parent = parentHash
+		info.DeriveSeconds = time.Since(t0).Seconds()
+		bl.step("derived from %s's stage in %.1fs", parent.Name, info.DeriveSeconds)
+	} else {
+		bl.step("debootstrap %s from %s (%d packages; this takes minutes)", spec.Suite, mirror, len(spec.Packages))
+		if err := b.debootstrap(ctx, spec, troot, mirror); err != nil {
+			return "", err
+		}
+		info.DebootstrapSeconds = time.Since(t0).Seconds()
+		bl.step("debootstrap done in %.1fs", info.DebootstrapSeconds)
+	}
 
 	if err := applyRecipe(ctx, bl, spec, troot); err != nil {
 		return "", err
 	}
-	info := stageInfo{
-		StageHash:          stageHash,
-		Recipe:             RecipeVersion,
-		Spec:               spec,
-		Mirror:             mirror,
-		BuiltAt:            time.Now().UTC().Truncate(time.Second),
-		DebootstrapSeconds: dbSecs,
-	}
+	info.BuiltAt = time.Now().UTC().Truncate(time.Second)
 	if err := writeJSON(filepath.Join(tmp, "stage.json"), info); err != nil {
 		return "", err
 	}

@@ -385,7 +385,7 @@ func TestBuild(t *testing.T) {
 
 func TestBuildMatplotlibrc(t *testing.T) {
 	e := newEnv(t, fakeDebootstrap)
-	img, err := e.builder(t).Build(context.Background(), spec(t, "python-ds"))
+	img, err := e.deriveBuilder(t, fakeInstaller).Build(context.Background(), spec(t, "python-ds"))
 	if err != nil {
 		t.Fatal(err)
 	}

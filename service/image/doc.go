@@ -7,6 +7,10 @@
 //   - content hashing of a spec plus the agent binary (Hash, StageHash);
 //   - building: debootstrap from Debian packages, trimming, the sandbox
 //     user, the spec's files, the agent install, a manifest (Builder);
+//   - derived stages: a spec that names a parent (ImageSpec.From, one of
+//     the shipped specs: parent.go) starts from a copy of the parent's
+//     stage and installs only its extra packages with apt-get in a
+//     chroot (derive.go);
 //   - refusing to publish an image that holds a credential: the spec's
 //     environment and files are scanned before the build, the rootfs
 //     before it is renamed into place (secrets.go, with
@@ -19,8 +23,12 @@
 //
 // On-disk layout, all under <state>/images:
 //
-//	stages/<stagehash>/rootfs       debootstrap output plus trimming; keyed by the
-//	stages/<stagehash>/stage.json   spec alone, shared by every agent build
+//	stages/<stagehash>/rootfs       debootstrap output (or, for a derived spec, a
+//	                                copy of the parent's stage plus apt-get)
+//	                                plus trimming; keyed by the spec (and the
+//	                                parent's stage hash), shared by every agent build
+//	stages/<stagehash>/stage.json   what made it; "parent" names the stage a derived
+//	                                one was copied from (kept while it is kept)
 //	<name>-<hash12>/rootfs          final image: hard-link copy of the stage
 //	<name>-<hash12>/manifest.json   plus /opt/airlock/bin/airlock-agent
 //	guests/<hash12>/                a microVM guest of one image and kernel:

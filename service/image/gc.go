@@ -40,8 +40,9 @@ type Collected struct {
 // Collect removes, for every name, the image versions other than the one
 // Resolve returns (or the newest, when it returns none) and those in
 // cfg.InUse, then the microVM guest artefacts and the stages neither a
-// kept image was made from nor a shipped spec (Specs) names. Builds and Collect exclude each other (the images
-// lock).
+// kept image was made from nor a shipped spec (Specs) names, nor a kept
+// derived stage was copied from. Builds and Collect exclude each other
+// (the images lock).
 func (s *Store) Collect(ctx context.Context, cfg CollectConfig) (*Collected, error) {
 	unlock, err := lockImages(ctx, s.imagesDir, io.Discard)
 	if err != nil {
@@ -137,6 +138,7 @@ func (s *Store) doomed(ctx context.Context, used []string) ([]string, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	keepParents(filepath.Join(s.imagesDir, "stages"), stages)
 	for _, e := range ents {
 		if e.IsDir() && !stages[e.Name()] {
 			doomed = append(doomed, filepath.Join(s.imagesDir, "stages", e.Name()))
@@ -213,4 +215,25 @@ func ExclusiveBytes(dirs []string) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// keepParents adds to keep the parent of every kept derived stage in
+// stagesDir (its stage.json names it), and their parents in turn: a
+// derived stage is rebuilt from its parent, so the parent stays while
+// the child or a shipped spec needs it.
+func keepParents(stagesDir string, keep map[string]bool) {
+	todo := make([]string, 0, len(keep))
+	for h := range keep {
+		todo = append(todo, h)
+	}
+	for len(todo) > 0 {
+		h := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		info, err := readStageInfo(filepath.Join(stagesDir, h))
+		if err != nil || info.Parent == "" || keep[info.Parent] {
+			continue
+		}
+		keep[info.Parent] = true
+		todo = append(todo, info.Parent)
+	}
 }

@@ -44,6 +44,9 @@ func Specs() []airlock.ImageSpec {
 	ds := airlock.ImageSpec{
 		Name:  "python-ds",
 		Suite: Suite,
+		// Its stage is a copy of base's with the four packages below
+		// installed by apt-get, not a debootstrap of its own.
+		From: "base",
 		Packages: append(slices.Clone(basePackages),
 			"python3-numpy",
 			"python3-pandas",
@@ -93,7 +96,9 @@ var (
 )
 
 // ValidateSpec reports an EINVALID error if spec cannot be built: a bad
-// name, suite, package name, environment variable or file.
+// name, suite, package name, environment variable or file, or a parent
+// (From) that is not a shipped spec, has another suite, lists a package
+// spec lacks, or leads back to spec.
 func ValidateSpec(spec airlock.ImageSpec) error {
 	bad := func(format string, args ...any) error {
 		return airlock.Problem(airlock.EINVALID, "invalid-image-spec", "image spec %q: %s", spec.Name, fmt.Sprintf(format, args...))
@@ -121,6 +126,9 @@ func ValidateSpec(spec airlock.ImageSpec) error {
 		}
 	}
 	if err := checkSpecFiles(spec.Files); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkParent(spec); err != nil {
 		return bad("%v", err)
 	}
 	return nil
