@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,16 +20,23 @@ import (
 	"github.com/airlockhq/airlock/service/image"
 )
 
-// TestDerivedStageReal builds python-ds's stage the real way (apt-get in
-// a chroot of a copy of base's stage, from Debian's mirror) into a
-// temporary state directory, and checks the extra packages are installed
-// and work, base's stage is unchanged, and nothing stays mounted. Base's
-// stage is not debootstrapped: the machine's own (scripts/setup.sh built
-// it into the state directory) is hard-linked in, which is also why base's
-// stage must come out of the build exactly as it went in.
+// TestDerivedStageReal derives a stage the real way (apt-get in a chroot
+// of a copy of base's stage, from Debian's mirror) into a temporary state
+// directory, and checks the extra package is installed and works, base's
+// stage is unchanged, and nothing stays mounted. The spec is base plus
+// one small package (jq), built the way python-ds's stage is: the same
+// code, without minutes of numpy and matplotlib downloads in every test
+// run (python-ds itself is derived by scripts/setup.sh, and the e2e tests
+// plot with it). Base's stage is not debootstrapped: the machine's own
+// (scripts/setup.sh built it into the state directory) is hard-linked in,
+// which is also why base's stage must come out of the build exactly as
+// it went in.
 func TestDerivedStageReal(t *testing.T) {
 	state := seedBaseStage(t)
-	base, ds := spec(t, "base"), spec(t, "python-ds")
+	base := spec(t, "base")
+	ds := base
+	ds.Name, ds.From = "derive-test", "base"
+	ds.Packages = append(slices.Clone(base.Packages), "jq")
 	baseHash := image.StageHash(base)
 	stages := filepath.Join(state, "images", "stages")
 	baseRootfs := filepath.Join(stages, baseHash, "rootfs")
@@ -62,7 +70,7 @@ func TestDerivedStageReal(t *testing.T) {
 	if err := json.Unmarshal(data, &info); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("python-ds: %s; stage derived in %.1fs", image.HumanSize(img.SizeBytes), info.DeriveSeconds)
+	t.Logf("derive-test: %s; stage derived in %.1fs", image.HumanSize(img.SizeBytes), info.DeriveSeconds)
 	if info.Parent != baseHash {
 		t.Errorf("stage.json parent = %q, want base's %s", info.Parent, baseHash)
 	}
@@ -71,7 +79,7 @@ func TestDerivedStageReal(t *testing.T) {
 		if len(d) > 20 {
 			d = append(d[:20], "...")
 		}
-		t.Errorf("base's stage changed while python-ds was derived from it:\n%s", strings.Join(d, "\n"))
+		t.Errorf("base's stage changed while a stage was derived from it:\n%s", strings.Join(d, "\n"))
 	}
 	if mps, err := mountinfoUnder(state); err != nil || len(mps) > 0 {
 		t.Errorf("mounts left under the state dir: %v %v", mps, err)
@@ -99,14 +107,15 @@ func TestDerivedStageReal(t *testing.T) {
 		}
 		return string(out)
 	}
-	for _, p := range []string{"python3-numpy", "python3-pandas", "python3-matplotlib", "fonts-dejavu-core", "nodejs", "tzdata"} {
+	for _, p := range []string{"jq", "python3", "nodejs", "tzdata"} {
 		if got := chroot("dpkg-query", "-W", "-f", "${Status}", p); got != "install ok installed" {
 			t.Errorf("%s: %q", p, got)
 		}
 	}
-	chroot("python3", "-c", "import numpy, pandas, matplotlib; import matplotlib.pyplot as plt; "+
-		"plt.plot([1, 2]); plt.title('text'); plt.savefig('/tmp/x.png'); "+
-		"assert matplotlib.get_backend().lower() == 'agg', matplotlib.get_backend()")
+	if got := chroot("sh", "-c", `echo '{"a": [1, 2]}' | jq -c .a`); got != "[1,2]\n" {
+		t.Errorf("jq in the derived stage printed %q, want [1,2]", got)
+	}
+	chroot("python3", "-c", "import json, sqlite3, zoneinfo; zoneinfo.ZoneInfo('Europe/Paris')")
 	chroot("node", "-e", "console.log(1)")
 	if mps, err := mountinfoUnder(state); err != nil || len(mps) > 0 {
 		t.Errorf("mounts left under the state dir: %v %v", mps, err)
