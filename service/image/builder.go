@@ -437,27 +437,38 @@ func (b *Builder) debootstrap(ctx context.Context, spec airlock.ImageSpec, rootf
 		spec.Suite, rootfs, mirror,
 	}
 	cmd := exec.CommandContext(ctx, b.cfg.Debootstrap, args...)
-	cmd.Env = append(os.Environ(),
+	return b.runInstaller(ctx, cmd, "  debootstrap| ", "debootstrap "+spec.Suite)
+}
+
+// runInstaller runs cmd, a tool that installs Debian packages into a tree
+// (debootstrap, or a derived stage's installer), in a process group of
+// its own with a non-interactive environment plus env, its output
+// streamed to the progress writer with prefix. On cancellation the group
+// gets SIGTERM first, so that the tool can unmount what it mounted in the
+// target; at the end whatever is left of the group (dpkg, wget) gets
+// SIGKILL, so that nothing goes on writing into a tree the caller may be
+// about to remove. A failure is ctx's error when cancelled, else what
+// failed with the tail of the tool's output.
+func (b *Builder) runInstaller(ctx context.Context, cmd *exec.Cmd, prefix, what string, env ...string) error {
+	cmd.Env = append(append(os.Environ(),
 		"LC_ALL=C", "LANGUAGE=", "DEBIAN_FRONTEND=noninteractive",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 20 * time.Second
-	out := newPrefixWriter(b.cfg.Progress, "  debootstrap| ", 15)
+	out := newPrefixWriter(b.cfg.Progress, prefix, 15)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	err := cmd.Run()
 	out.Flush()
 	if cmd.Process != nil {
-		// Whatever is left of its process group (dpkg, wget) must not
-		// go on writing into a tree we are about to remove.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("debootstrap %s: %w; last output:\n%s", spec.Suite, err, out.Tail())
+		return fmt.Errorf("%s: %w; last output:\n%s", what, err, out.Tail())
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -129,7 +128,7 @@ func (b *Builder) deriveStage(ctx context.Context, bl *build, spec, parent airlo
 
 // install runs the installer (Config.Installer, else installerScript in
 // namespaces of its own) for rootfs, streaming its output to the progress
-// writer. On cancellation its process group gets SIGTERM, then SIGKILL.
+// writer, as debootstrap's (runInstaller).
 func (b *Builder) install(ctx context.Context, spec airlock.ImageSpec, rootfs, mirror string, pkgs []string) error {
 	args := append([]string{rootfs, mirror, spec.Suite}, pkgs...)
 	var cmd *exec.Cmd
@@ -142,27 +141,7 @@ func (b *Builder) install(ctx context.Context, spec airlock.ImageSpec, rootfs, m
 			"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
 			"/bin/sh", "-c", installerScript, "airlock-derive"}, args...)...)
 	}
-	cmd.Env = append(os.Environ(),
-		"LC_ALL=C", "LANGUAGE=", "DEBIAN_FRONTEND=noninteractive", "DEBCONF_NONINTERACTIVE_SEEN=true",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = 20 * time.Second
-	out := newPrefixWriter(b.cfg.Progress, "  apt| ", 15)
-	cmd.Stdout = out
-	cmd.Stderr = out
-	err := cmd.Run()
-	out.Flush()
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("install the packages of %s: %w; last output:\n%s", spec.Name, err, out.Tail())
-	}
-	return nil
+	return b.runInstaller(ctx, cmd, "  apt| ", "install the packages of "+spec.Name, "DEBCONF_NONINTERACTIVE_SEEN=true")
 }
 
 // deriveMirror returns the mirror a derived stage installs from: the
