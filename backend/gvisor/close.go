@@ -14,11 +14,17 @@ const nullNetNS = "null-netns"
 // runsc's pin of the empty network namespace in the backend's runsc root.
 // Sandboxes that outlive the daemon keep working, since their gofers are
 // already in that namespace; the next runsc that needs it pins it again.
-// runsc may have stacked several mounts there (its creations are not
-// serialised), so Close unmounts until none is left.
 func (b *Backend) Close() error {
-	p := filepath.Join(b.cfg.runscRoot(), nullNetNS)
+	UnpinNullNetNS(b.cfg.runscRoot())
+	return nil
+}
+
+// UnpinNullNetNS removes runsc's pin of its empty network namespace from
+// the runsc root directory root (--root), for anyone done with running
+// runsc there. runsc may have stacked several mounts there (its creations
+// are not serialised), so it unmounts until none is left.
+func UnpinNullNetNS(root string) {
+	p := filepath.Join(root, nullNetNS)
 	for unix.Unmount(p, unix.MNT_DETACH) == nil {
 	}
-	return nil
 }

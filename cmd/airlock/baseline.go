@@ -14,9 +14,9 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/backend/gvisor"
 	"github.com/airlockhq/airlock/service/image"
 )
 
@@ -225,15 +225,11 @@ func (r *baselineRunner) once(ctx context.Context, i int) (time.Duration, error)
 	return d, nil
 }
 
-// removeBaselineWork removes the runs' working directory. runsc pins the
-// empty network namespace its gofers share by bind-mounting it onto
-// null-netns in its root directory (several times when runs overlap):
-// those mounts go first, or the directory stays behind with a mount of
-// the host in it.
+// removeBaselineWork removes the runs' working directory, after runsc's
+// pin of its empty network namespace in the runsc root there (or the
+// directory stays behind with a mount of the host in it).
 func removeBaselineWork(work string) {
-	p := filepath.Join(work, "runsc", "null-netns")
-	for unix.Unmount(p, unix.MNT_DETACH) == nil {
-	}
+	gvisor.UnpinNullNetNS(filepath.Join(work, "runsc"))
 	os.RemoveAll(work)
 }
 
