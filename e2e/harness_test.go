@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -256,42 +257,104 @@ func shareImages(t *testing.T, src, dst string) {
 	}
 }
 
-// buildAirlockd builds cmd/airlockd of this module into dir, with cgo as
-// scripts/setup.sh builds it (the guard's Python grammar is C).
+// buildAirlockd returns cmd/airlockd of this module, with cgo as
+// scripts/setup.sh builds it (the guard's Python grammar is C). It is
+// built once for the whole package and shared by every node (a link of
+// airlockd costs about ten CPU-seconds, and the tests start dozens of
+// nodes); dir is where a test would keep a binary of its own and is not
+// written to.
 func buildAirlockd(t *testing.T, dir string) string {
 	t.Helper()
-	return buildCommand(t, dir, "airlockd", true)
+	return sharedCommand(t, "airlockd")
 }
 
-// buildCLI builds cmd/airlock of this module into dir, static as
-// scripts/setup.sh builds it.
+// buildCLI puts cmd/airlock of this module into dir and returns its path:
+// a copy of the package's one build, with cgo as scripts/setup.sh builds
+// it.
 func buildCLI(t *testing.T, dir string) string {
 	t.Helper()
-	return buildCommand(t, dir, "airlock", false)
+	src := sharedCommand(t, "airlock")
+	dst := filepath.Join(dir, "airlock")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
-// buildCommand builds cmd/NAME of this module into dir/NAME.
-func buildCommand(t *testing.T, dir, name string, cgo bool) string {
+// builds are the commands this package built, each once, in one
+// temporary directory that TestMain removes.
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]string // command name -> path
+	errs map[string]error  // command name -> why its build failed
+}
+
+// sharedCommand builds cmd/NAME of this module with -trimpath and cgo
+// (the flags of scripts/setup.sh, so the compiled packages are its) the
+// first time it is asked for, and returns the binary's path.
+func sharedCommand(t *testing.T, name string) string {
 	t.Helper()
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if bin, ok := builds.bins[name]; ok {
+		return bin
+	}
+	if err, ok := builds.errs[name]; ok {
+		t.Fatalf("build %s: %v", name, err)
+	}
+	bin, err := buildCommand(name)
+	if err != nil {
+		if builds.errs == nil {
+			builds.errs = map[string]error{}
+		}
+		builds.errs[name] = err
+		t.Fatalf("build %s: %v", name, err)
+	}
+	if builds.bins == nil {
+		builds.bins = map[string]string{}
+	}
+	builds.bins[name] = bin
+	return bin
+}
+
+// buildCommand builds cmd/NAME into the builds directory; builds.mu is
+// held.
+func buildCommand(name string) (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
 	if root == "." || root == "" {
-		t.Fatalf("not inside a module (GOMOD %q)", gomod)
+		return "", fmt.Errorf("not inside a module (GOMOD %q)", gomod)
 	}
-	bin := filepath.Join(dir, name)
+	if builds.dir == "" {
+		if builds.dir, err = os.MkdirTemp("", "airlock-e2e-bin-"); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(builds.dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if cgo {
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
+		return "", fmt.Errorf("%v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+}
+
+// TestMain removes the binaries the package built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+	os.Exit(code)
 }
 
 // daemon is an airlockd child process.
