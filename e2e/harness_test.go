@@ -269,8 +269,9 @@ func buildAirlockd(t *testing.T, dir string) string {
 }
 
 // buildCLI puts cmd/airlock of this module into dir and returns its path:
-// a copy of the package's one build, with cgo as scripts/setup.sh builds
-// it.
+// a copy of the package's one build. It is built with cgo, as airlockd
+// is (scripts/setup.sh builds bin/airlock static): its packages are then
+// those airlockd's build compiled, and only the link is new.
 func buildCLI(t *testing.T, dir string) string {
 	t.Helper()
 	src := sharedCommand(t, "airlock")
@@ -295,8 +296,8 @@ var builds struct {
 }
 
 // sharedCommand builds cmd/NAME of this module with -trimpath and cgo
-// (the flags of scripts/setup.sh, so the compiled packages are its) the
-// first time it is asked for, and returns the binary's path.
+// (scripts/setup.sh's flags for airlockd, so the compiled packages are
+// its) the first time it is asked for, and returns the binary's path.
 func sharedCommand(t *testing.T, name string) string {
 	t.Helper()
 	builds.mu.Lock()

@@ -3,13 +3,16 @@ package microvm_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/teststack"
 	"github.com/airlockhq/airlock/service/provision"
 )
@@ -21,8 +24,9 @@ import (
 // (restore on demand), and nothing random is shared between the clones.
 func TestRestoredClonesDiffer(t *testing.T) {
 	vm := testenv.MicroVM(t)
+	snapDir := filepath.Join(t.TempDir(), "snapshots")
 	st := teststack.New(t, teststack.Options{
-		Extra: []airlock.Backend{vm}, SnapshotDir: filepath.Join(t.TempDir(), "snapshots"),
+		Extra: []airlock.Backend{vm}, SnapshotDir: snapDir,
 		Pool: provision.PoolConfig{Disabled: true}, NoServer: true, MaxTimeout: 5 * time.Minute,
 		Admission: provision.Admission{OneShotTenantShare: 1},
 	})
@@ -46,19 +50,34 @@ func TestRestoredClonesDiffer(t *testing.T) {
 	}
 	// The first miss boots cold and has the base snapshot built; under
 	// TCG the build (a boot, the imports, the migration) takes minutes.
+	// The test waits for the snapshot's manifest instead of running more
+	// cold executions meanwhile: each would boot a VM and import numpy
+	// under TCG beside the build, slowing it.
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	testreq.Eventually(t, 15*time.Minute, "a base snapshot in "+snapDir, func() bool {
+		// A snapshot is built in a .tmp- directory and renamed when whole.
+		des, _ := os.ReadDir(snapDir)
+		for _, de := range des {
+			if !strings.HasPrefix(de.Name(), ".") {
+				if _, err := os.Stat(filepath.Join(snapDir, de.Name(), "airlock-snapshot.json")); err == nil {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	// The manifest is written just before the snapshot is marked ready:
+	// a run in between still boots cold.
 	var first *airlock.Execution
-	for deadline := time.Now().Add(15 * time.Minute); ; {
+	testreq.Eventually(t, 2*time.Minute, "an execution restored from the base snapshot", func() bool {
 		var err error
 		if first, err = run(); err != nil {
 			t.Fatal(err)
 		}
-		if first.StartSource == airlock.StartRestore {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no execution restored from the base snapshot in 15 minutes (last: %s)", first.StartSource)
-		}
-	}
+		return first.StartSource == airlock.StartRestore
+	})
 	t.Logf("restored: acquire %.0f ms, run %.0f ms", first.Phases[airlock.PhaseAcquire], first.Phases[airlock.PhaseRun])
 	outs := []string{first.Stdout}
 	var mu sync.Mutex
