@@ -126,6 +126,9 @@ if [ "$microvm" = 1 ]; then
 	# directory (not installed on the host).
 	command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 	command -v dpkg-deb >/dev/null || need+=(dpkg)
+	# The guest build decompresses the kernel once (xz, with the x86
+	# filter Debian's kernel uses), so that no VM decompresses it at boot.
+	command -v xz >/dev/null || need+=(xz-utils)
 fi
 if [ "$tests" = 1 ]; then
 	# The agent's tests run the host's interpreters, setsid and ip.

@@ -32,7 +32,10 @@
 //	<name>-<hash12>/rootfs          final image: hard-link copy of the stage
 //	<name>-<hash12>/manifest.json   plus /opt/airlock/bin/airlock-agent
 //	guests/<hash12>/                a microVM guest of one image and kernel:
-//	                                vmlinuz, initrd.cpio, root.ext4, guest.json
+//	                                vmlinux (the kernel decompressed once, booted
+//	                                through its PVH entry; vmlinuz, the bzImage,
+//	                                where that fails), initrd.cpio, root.ext4,
+//	                                guest.json
 //	.tmp/                           builds in progress; removed at the next build
 //	.lock                           flock held while building
 //

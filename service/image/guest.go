@@ -143,7 +143,7 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*gues
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "guest recipe %s\nimage %s\n", guestabi.RecipeVersion, img.Hash)
+	fmt.Fprintf(h, "guest recipe %s\nimage %s\nkernel elf %d\n", guestabi.RecipeVersion, img.Hash, kernelELFVersion)
 	for _, p := range append([]string{k.vmlinuz}, mods...) {
 		sum, err := FileSHA256(p)
 		if err != nil {
@@ -186,8 +186,15 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*gues
 	}()
 	os.Chmod(tmp, 0o755)
 	step("kernel %s from %s", k.release, cfg.KernelDir)
-	if err := copyFile(k.vmlinuz, filepath.Join(tmp, "vmlinuz")); err != nil {
-		return nil, err
+	kernelFile := "vmlinux"
+	if err := extractKernelELF(ctx, k.vmlinuz, filepath.Join(tmp, kernelFile)); err != nil {
+		step("kernel: no uncompressed ELF (%v); the VM boots the bzImage, which decompresses itself at every boot", err)
+		kernelFile = "vmlinuz"
+		if err := copyFile(k.vmlinuz, filepath.Join(tmp, kernelFile)); err != nil {
+			return nil, err
+		}
+	} else {
+		step("kernel: decompressed once into an ELF the VM boots through its PVH entry")
 	}
 	step("initramfs: %d modules and the agent as /init", len(mods))
 	if err := writeInitramfs(filepath.Join(tmp, "initrd.cpio"), img, mods); err != nil {
@@ -199,7 +206,7 @@ func BuildGuest(ctx context.Context, cfg GuestConfig, img *airlock.Image) (*gues
 		return nil, err
 	}
 	g := &guestabi.Guest{Hash: hash, Image: img.Hash, KernelRelease: k.release, RootDiskBytes: size, BuiltAt: time.Now().UTC().Truncate(time.Second)}
-	for _, f := range []string{"vmlinuz", "initrd.cpio", "root.ext4"} {
+	for _, f := range []string{kernelFile, "initrd.cpio", "root.ext4"} {
 		if err := os.Chmod(filepath.Join(tmp, f), 0o444); err != nil {
 			return nil, err
 		}
@@ -240,7 +247,13 @@ func readGuest(dir, hash string) (*guestabi.Guest, error) {
 	if g.Hash != hash {
 		return nil, fmt.Errorf("guest: %s holds %s", dir, Short(g.Hash))
 	}
-	g.Kernel, g.Initrd, g.RootDisk = filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.cpio"), filepath.Join(dir, "root.ext4")
+	// The kernel is the decompressed ELF (vmlinux) where the build could
+	// make one, else the distribution's bzImage (vmlinuz).
+	g.Kernel = filepath.Join(dir, "vmlinux")
+	if _, err := os.Stat(g.Kernel); err != nil {
+		g.Kernel = filepath.Join(dir, "vmlinuz")
+	}
+	g.Initrd, g.RootDisk = filepath.Join(dir, "initrd.cpio"), filepath.Join(dir, "root.ext4")
 	return &g, nil
 }
 

@@ -68,6 +68,15 @@ func TestBuildGuest(t *testing.T) {
 			t.Errorf("%s is not in the guest's content-addressed directory", p)
 		}
 	}
+	// Debian's kernel is decompressed once, at the build, into the ELF
+	// the VM boots through its PVH entry.
+	kernel, err := os.ReadFile(g.Kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(g.Kernel) != "vmlinux" || !bytes.HasPrefix(kernel, []byte("\x7fELF")) {
+		t.Errorf("the guest's kernel is %s (%q...), want the decompressed ELF vmlinux", g.Kernel, kernel[:min(len(kernel), 4)])
+	}
 	disk, err := os.ReadFile(g.RootDisk)
 	if err != nil {
 		t.Fatal(err)
