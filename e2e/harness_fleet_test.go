@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock/fleet"
 	"github.com/airlockhq/airlock/internal/etcdtest"
+	"github.com/airlockhq/airlock/internal/testenv/testport"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 	"github.com/airlockhq/airlock/internal/testpg"
 )
@@ -154,12 +155,7 @@ func (tf *testFleet) call(n *fleetNode, method, path, body string) rawResponse {
 // freeLoopback is a loopback address with a port free a moment ago.
 func freeLoopback(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testport.Addr(t)
 }
 
 // cutProxies are loopback TCP proxies, one per etcd member, through

@@ -8,7 +8,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/airlockhq/airlock/internal/testenv/testport"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
@@ -104,16 +104,7 @@ func (c *Cluster) start(m *member, state string) error {
 // listens on now (all held open together, so none is drawn twice).
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var out []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("etcdtest: %v", err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out
+	return testport.Addrs(t, n)
 }
 
 // Endpoints are the client URLs of every member, stopped ones included

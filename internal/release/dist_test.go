@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/internal/testenv"
+	"github.com/airlockhq/airlock/internal/testenv/testport"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
@@ -192,12 +192,7 @@ func seedStages(t *testing.T, state string) {
 // freeAddr returns a loopback address nothing listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testport.Addr(t)
 }
 
 func randomHex(n int) string {

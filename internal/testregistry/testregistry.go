@@ -7,7 +7,6 @@ package testregistry
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/airlockhq/airlock/internal/testenv/testport"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
@@ -108,10 +108,6 @@ http:
 
 // freePort returns a loopback address no one listens on now.
 func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Helper()
+	return testport.Addr(t)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/airlockhq/airlock/internal/testenv/testport"
 	"github.com/airlockhq/airlock/internal/testenv/testreq"
 )
 
@@ -245,22 +246,7 @@ func listening(port int, exited <-chan struct{}) bool {
 // ago (held open until all are chosen, so they differ).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	return testport.Ports(t, n)
 }
 
 func randHex(n int) string {
