@@ -373,7 +373,7 @@ if [ "$tests" = 1 ]; then
 		tail -n 5 "$warm_log"
 	fi
 	t=$SECONDS
-	CGO_ENABLED=1 go vet -trimpath ./... >"$warm_log" 2>&1 || true
+	CGO_ENABLED=1 go vet -race ./... >"$warm_log" 2>&1 || true
 	echo "go vet: $((SECONDS - t)) s"
 	rm -f "$warm_log"
 fi
