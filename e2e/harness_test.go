@@ -101,7 +101,7 @@ func newTestNode(t *testing.T, o nodeOptions) *testNode {
 	}
 	t.Cleanup(func() { crashCleanupParents(t, n.dir, parents, n.daemons) })
 	if n.bin = o.bin; n.bin == "" {
-		n.bin = buildAirlockd(t, n.dir)
+		n.bin = buildAirlockd(t)
 	}
 	shareImages(t, filepath.Join(testenv.StateDir(), "images"), filepath.Join(n.dir, "images"))
 	return n
@@ -261,9 +261,8 @@ func shareImages(t *testing.T, src, dst string) {
 // scripts/setup.sh builds it (the guard's Python grammar is C). It is
 // built once for the whole package and shared by every node (a link of
 // airlockd costs about ten CPU-seconds, and the tests start dozens of
-// nodes); dir is where a test would keep a binary of its own and is not
-// written to.
-func buildAirlockd(t *testing.T, dir string) string {
+// nodes).
+func buildAirlockd(t *testing.T) string {
 	t.Helper()
 	return sharedCommand(t, "airlockd")
 }

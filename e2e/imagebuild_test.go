@@ -48,7 +48,7 @@ func TestImagesBuiltInBackground(t *testing.T) {
 	}
 
 	args := append([]string{"--listen", "127.0.0.1:0", "--state-dir", dir, "--agent", agent, "--cgroup-parent", parent}, quiet...)
-	d := startServing(t, buildAirlockd(t, dir), args, nil)
+	d := startServing(t, buildAirlockd(t), args, nil)
 	daemons = append(daemons, d)
 	built := func() bool { return strings.Contains(d.logs(), `msg="image built" image=python-ds`) }
 	key, err := os.ReadFile(filepath.Join(dir, "default.key"))

@@ -17,8 +17,9 @@ import (
 
 // A distribution's kernel is a bzImage: a small decompressor and the
 // kernel, compressed (Debian's with xz). Every cold boot decompresses it
-// again, and under QEMU's TCG that takes seconds (about 3.4 s of a 7.9 s
-// boot to the agent on the 2-core development machines). QEMU can boot
+// again, and under QEMU's TCG that takes seconds (a cold boot to the
+// agent's hello went from a median of 6.09 s to 3.13 s without it on the
+// 2-core development machines; BENCHMARKS.md). QEMU can boot
 // the kernel's own ELF image directly through the PVH entry point, which
 // Debian's kernels have (CONFIG_PVH): the guest build decompresses the
 // kernel once, keeps the ELF beside the bzImage's place, and the VM boots
@@ -100,16 +101,30 @@ func bzImagePayload(img []byte) ([]byte, error) {
 	return img[off : off+n], nil
 }
 
-// unxz decompresses one xz stream with xz(1).
+// unxz decompresses one xz stream with xz(1), bounded as the other
+// decompressors are.
 func unxz(ctx context.Context, data []byte) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "xz", "--decompress", "--stdout", "--single-stream")
 	cmd.Stdin = bytes.NewReader(data)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limitedBuffer{&out, maxKernelELF}, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("xz --decompress: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	return out.Bytes(), nil
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("xz --decompress: %w", err)
+	}
+	kernel, err := readAtMost(out)
+	if err != nil {
+		cancel() // too large: xz is killed rather than read to its end
+	}
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = fmt.Errorf("xz --decompress: %w: %s", werr, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return kernel, err
 }
 
 func gunzip(data []byte) ([]byte, error) {
@@ -136,19 +151,6 @@ func readAtMost(r io.Reader) ([]byte, error) {
 		err = fmt.Errorf("the decompressed kernel is over %d MiB", maxKernelELF>>20)
 	}
 	return b, err
-}
-
-// limitedBuffer fails writes past n bytes.
-type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if l.b.Len()+len(p) > l.n {
-		return 0, fmt.Errorf("the decompressed kernel is over %d MiB", l.n>>20)
-	}
-	return l.b.Write(p)
 }
 
 // checkPVH checks that kernel is an x86-64 ELF executable with the Xen
