@@ -416,8 +416,14 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 	}
 	if len(errs) == 0 {
 		s.b.forget(s.id)
+		return nil
 	}
-	return errors.Join(errs...)
+	// Logged here as well as returned: some callers drop the error (a
+	// start that failed or was cancelled destroys what it made and
+	// returns its own error), and what is left must still be visible.
+	err := errors.Join(errs...)
+	s.b.cfg.Logger.Warn("destroy: the sandbox is not fully gone; it stays listed until Reconcile ends it", "sandbox", s.id, "err", err)
+	return err
 }
 
 // Detach lets go of the sandbox without ending it: the host's ends of its
