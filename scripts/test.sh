@@ -86,9 +86,9 @@ fi
 # One run of every package with the race detector: it costs about a fifth
 # more time than a run without (measured on the 2-core development
 # machines), well within what CI allows, so the suite does not run twice.
-# -race needs cgo (setup.sh installs gcc); bin/airlock and
-# bin/airlock-agent stay static (bin/airlockd links the guard's Python
-# grammar and is built with cgo).
+# -race needs cgo (setup.sh installs gcc, with which it builds
+# bin/airlockd, for the guard's Python grammar, and bin/airlock);
+# bin/airlock-agent stays static.
 step "go test -race ./..."
 echo "AIRLOCK_TEST_REQUIRE=$AIRLOCK_TEST_REQUIRE; integration tests run real runsc (several minutes); log in /tmp/airlock-test.log, events in /tmp/airlock-test.json; screenshots in $AIRLOCK_TEST_OUTPUT"
 # go test -json, shown as a plain go test shows it (package lines and the
