@@ -62,8 +62,8 @@ step "setup (scripts/setup.sh --microvm --tests)"
 export PATH="${AIRLOCK_PREFIX:-/usr/local}/bin:$PATH"
 
 export AIRLOCK_STATE_DIR="${AIRLOCK_STATE_DIR:-/var/lib/airlock}"
-# Integration tests use the images built above and make their own state.
-export AIRLOCK_TEST_IMAGES="$AIRLOCK_STATE_DIR/images"
+# Integration tests use the images built above (found through
+# AIRLOCK_STATE_DIR) and make their own state.
 export AIRLOCK_TEST_AGENT="$REPO/bin/airlock-agent"
 export AIRLOCK_TEST_REQUIRE="${AIRLOCK_TEST_REQUIRE:-1}"
 # What tests leave to look at afterwards (the console's screenshots).

@@ -39,8 +39,8 @@ func requireDebootstrap(t *testing.T) {
 	}
 }
 
-// TestDebootstrapBuild builds the images named in $AIRLOCK_TEST_IMAGES
-// (default "base") with the real debootstrap and the host's mirror (or
+// TestDebootstrapBuild builds the images named in
+// $AIRLOCK_TEST_DEBOOTSTRAP_IMAGES (comma-separated, default "base") with the real debootstrap and the host's mirror (or
 // $AIRLOCK_TEST_MIRROR) into $AIRLOCK_TEST_STATE_DIR (default a temporary
 // directory), and runs the image's programs in a chroot.
 func TestDebootstrapBuild(t *testing.T) {
@@ -60,7 +60,7 @@ func TestDebootstrapBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := strings.Split(os.Getenv("AIRLOCK_TEST_IMAGES"), ",")
+	names := strings.Split(os.Getenv("AIRLOCK_TEST_DEBOOTSTRAP_IMAGES"), ",")
 	if names[0] == "" {
 		names = []string{"base"}
 	}
