@@ -24,6 +24,11 @@ import (
 // may write to the host; the rest is discarded.
 const maxLogBytes = 256 << 10
 
+// runDetachedLimit bounds a `runsc run --detach` or restore, which the
+// caller's cancellation does not interrupt (see runDetached): only a
+// runsc that hangs is killed.
+const runDetachedLimit = 2 * time.Minute
+
 // Sandbox is one runsc sandbox.
 type Sandbox struct {
 	b      *Backend
@@ -268,7 +273,15 @@ func (s *Sandbox) runDetached(ctx context.Context, args []string) (*protocol.Cli
 		io.Copy(&sandboxio.CappedWriter{W: logf, N: maxLogBytes}, errR)
 		errR.Close()
 	}()
-	cmd := exec.CommandContext(ctx, s.b.cfg.Runsc, args...)
+	// A cancelled create does not kill runsc: killed while it writes its
+	// record of the container, runsc leaves a truncated state file that
+	// `runsc delete` then cannot read, and the container stays listed
+	// (seen in TestCreateCancelledLeavesNothing). It returns once the
+	// sandbox runs, in a fraction of a second; the cancellation is
+	// answered after it, and the caller's destroy ends the sandbox.
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runDetachedLimit)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, s.b.cfg.Runsc, args...)
 	cmd.Dir = s.dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	runErr := cmd.Run()
@@ -281,6 +294,10 @@ func (s *Sandbox) runDetached(ctx context.Context, args []string) (*protocol.Cli
 	if runErr != nil {
 		agent.Close()
 		return nil, nil, fmt.Errorf("gvisor: runsc: %w (log: %s)", runErr, s.logTail(logDone))
+	}
+	if err := ctx.Err(); err != nil { // cancelled while runsc ran
+		agent.Close()
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
 	}
 	return agent, logDone, nil
 }
