@@ -18,10 +18,13 @@ import (
 func TestCreateCancelledLeavesNothing(t *testing.T) {
 	b := testenv.GVisor(t)
 	img := testenv.Image(t, "base")
-	limits := airlock.Limits{MemoryBytes: 256 << 20, DiskBytes: 64 << 20, Pids: 64}
+	spec := func() airlock.SandboxSpec {
+		return airlock.SandboxSpec{ID: "t-" + testenv.RandomID(), Image: img,
+			Limits: airlock.Limits{MemoryBytes: 256 << 20, DiskBytes: 64 << 20, Pids: 64}}
+	}
 	// How long one create takes here, to spread the cancels over it.
 	start := time.Now()
-	sb, err := b.Create(context.Background(), airlock.SandboxSpec{ID: "t-" + testenv.RandomID(), Image: img, Limits: limits})
+	sb, err := b.Create(context.Background(), spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func TestCreateCancelledLeavesNothing(t *testing.T) {
 		after := full * time.Duration(i) / steps
 		ctx, cancel := context.WithCancel(context.Background())
 		timer := time.AfterFunc(after, cancel)
-		sb, err := b.Create(ctx, airlock.SandboxSpec{ID: "t-" + testenv.RandomID(), Image: img, Limits: limits})
+		sb, err := b.Create(ctx, spec())
 		timer.Stop()
 		cancel()
 		if err != nil {

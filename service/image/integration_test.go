@@ -40,9 +40,10 @@ func requireDebootstrap(t *testing.T) {
 }
 
 // TestDebootstrapBuild builds the images named in
-// $AIRLOCK_TEST_DEBOOTSTRAP_IMAGES (comma-separated, default "base") with the real debootstrap and the host's mirror (or
-// $AIRLOCK_TEST_MIRROR) into $AIRLOCK_TEST_STATE_DIR (default a temporary
-// directory), and runs the image's programs in a chroot.
+// $AIRLOCK_TEST_DEBOOTSTRAP_IMAGES (comma-separated, default "base") with
+// the real debootstrap and the host's mirror (or $AIRLOCK_TEST_MIRROR)
+// into $AIRLOCK_TEST_STATE_DIR (default a temporary directory), and runs
+// the image's programs in a chroot.
 func TestDebootstrapBuild(t *testing.T) {
 	requireDebootstrap(t)
 	state := os.Getenv("AIRLOCK_TEST_STATE_DIR")
